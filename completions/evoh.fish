@@ -1,0 +1,1 @@
+complete --command evoh --no-files --arguments "(env _EVOH_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) evoh)" --condition "env _EVOH_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) evoh"

@@ -1,0 +1,1 @@
+"""The `evoh` command line: thin commands over the library; nothing imports this package."""

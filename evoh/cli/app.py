@@ -1,0 +1,49 @@
+"""The one place where every `evoh` command is registered.
+
+Command modules import only light things at the top, so `evoh --help` and `evoh --version` start
+without torch, transformers or alfworld.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from evoh import __version__
+from evoh.cli import config_cmd, games, play
+from evoh.cli.output import guarded
+
+app = typer.Typer(
+    name="evoh",
+    help="Train small language models to act as long-horizon agents with a Belief/Progress/Experience harness.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"evoh {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Pipeline: collect → refine → sft → grpo → eval → export, each reading and writing a workspace directory."""
+
+
+app.command("games", help="Count the ALFWorld games per split and task type, and list every unplayable one.")(guarded(games.games))
+app.command("play", help="Play one ALFWorld game in the terminal, or replay a file of commands.")(guarded(play.play))
+app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
+    guarded(config_cmd.config)
+)
+
+
+def main() -> None:
+    app(prog_name="evoh")

@@ -1,0 +1,78 @@
+"""How every command talks to people and scripts: results on stdout, progress and errors on stderr."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import orjson
+import typer
+
+from evoh.errors import EvohError
+
+F = TypeVar("F", bound=Callable[..., Any])
+INTERRUPTED = 130
+
+
+def debug() -> bool:
+    return os.environ.get("EVOH_DEBUG", "") not in ("", "0")
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def stdout_console():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def report_error(message: str, hint: str | None = None) -> None:
+    err = stderr_console()
+    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    if hint:
+        err.print(f"  hint: {hint}", markup=False)
+
+
+def setup_logging() -> None:
+    """evoh's own log lines (warnings such as a dropped torn JSONL line) go to stderr."""
+    logger = logging.getLogger("evoh")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if debug() else logging.INFO)
+        logger.propagate = False
+
+
+def guarded(command: F) -> F:
+    """Turn an ``EvohError`` into ``error: …`` plus its hint and the error's exit code (traceback only with EVOH_DEBUG=1)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        setup_logging()
+        try:
+            return command(*args, **kwargs)
+        except EvohError as exc:
+            if debug():
+                raise
+            report_error(exc.message, exc.hint)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            if debug():
+                raise
+            report_error("interrupted", "rerun the same command to resume where it stopped")
+            raise typer.Exit(INTERRUPTED) from None
+
+    return run  # type: ignore[return-value]

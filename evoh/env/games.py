@@ -1,0 +1,178 @@
+"""Finding ALFWorld games in an ``ALFWORLD_DATA`` directory, with alfworld's own selection rule.
+
+A folder holding ``traj_data.json`` is a game when (as alfworld's ``AlfredTWEnv.collect_game_files``
+decides) its path names neither a "movable" nor a "Sliced" variant, its task type is one of the six,
+``game.tw-pddl`` exists, and that file says ``"solvable": true``. evoh also checks that the grammar is a
+known version and reports every folder it rejects with the reason. Games are sorted by id, so a
+selection (``--limit``) is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from evoh.env.types import SPLIT_ALIASES, TASK_TYPES, Task
+from evoh.errors import EvohError
+
+SPLITS = ("train", "valid_seen", "valid_unseen")
+_PUT_2_1_1 = 'template :: "put {o} in/on {r}"'
+_MOVE_2_1_2 = 'template :: "move {o} to {r}"'
+
+
+@dataclass(frozen=True)
+class GameProblem:
+    """A folder that looks like a game but is not playable, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class SplitGames:
+    split: str
+    directory: Path
+    tasks: list[Task] = field(default_factory=list)
+    problems: list[GameProblem] = field(default_factory=list)
+
+    def by_type(self) -> dict[str, int]:
+        counts = Counter(t.task_type for t in self.tasks)
+        return {name: counts.get(name, 0) for name in TASK_TYPES}
+
+    def grammars(self) -> list[str]:
+        return sorted({t.grammar for t in self.tasks})
+
+
+def data_root(data: str | Path | None = None) -> Path:
+    """The ALFWorld data directory: ``data`` if given, else ``$ALFWORLD_DATA``."""
+    value = str(data) if data else os.environ.get("ALFWORLD_DATA", "")
+    if not value:
+        raise EvohError(
+            "no ALFWorld data directory given",
+            hint="pass --data DIR or set ALFWORLD_DATA to a folder holding json_2.1.1/ (alfworld-download makes one)",
+        )
+    root = Path(value).expanduser()
+    if not root.is_dir():
+        raise EvohError(f"ALFWorld data directory {root} does not exist", hint="pass --data DIR or fix ALFWORLD_DATA")
+    return root.resolve()
+
+
+def canonical_split(split: str) -> str:
+    name = SPLIT_ALIASES.get(split, split)
+    if name not in SPLITS:
+        options = ", ".join([*SPLITS, *SPLIT_ALIASES])
+        raise EvohError(f"unknown split {split!r}", hint=f"use one of {options}")
+    return name
+
+
+def split_directory(root: Path, split: str) -> Path:
+    """``root/json_*/<split>`` (the standard layout), or ``root/<split>`` when root is the json folder itself."""
+    candidates = [root / split, *sorted(root.glob(f"json_*/{split}"))]
+    found = [c for c in candidates if c.is_dir()]
+    if not found:
+        raise EvohError(
+            f"no {split} games under {root} (looked for {root}/json_2.1.1/{split})",
+            hint="point --data or ALFWORLD_DATA at the folder that holds json_2.1.1/",
+        )
+    if len(found) > 1:
+        raise EvohError(
+            f"several {split} folders under {root}: {', '.join(str(f) for f in found)}",
+            hint="point --data at the one json_* folder you mean",
+        )
+    return found[0]
+
+
+def grammar_version(grammar: str) -> str | None:
+    """2.1.1 writes ``put X in/on Y``; 2.1.2 and later write ``move X to Y`` (and add ``help``)."""
+    if _MOVE_2_1_2 in grammar:
+        return "2.1.2"
+    if _PUT_2_1_1 in grammar:
+        return "2.1.1"
+    return None
+
+
+def _read_json(path: Path) -> dict | str:
+    """The parsed object, or a string saying why it could not be read."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError as exc:
+        return f"unreadable {path.name}: {exc.strerror}"
+    except orjson.JSONDecodeError as exc:
+        return f"{path.name} is not valid JSON ({exc})"
+    return data if isinstance(data, dict) else f"{path.name} is not a JSON object"
+
+
+def _check_game(folder: Path, split: str, split_dir: Path) -> Task | GameProblem:
+    rel = folder.relative_to(split_dir).as_posix()
+    if "movable" in rel or "Sliced" in rel:
+        return GameProblem(rel, "movable-receptacle and sliced variants are not supported by alfworld")
+    traj = _read_json(folder / "traj_data.json")
+    if isinstance(traj, str):
+        return GameProblem(rel, traj)
+    task_type = traj.get("task_type")
+    if task_type not in TASK_TYPES:
+        return GameProblem(rel, f"unknown task type {task_type!r}")
+    game_file = folder / "game.tw-pddl"
+    if not game_file.exists():
+        return GameProblem(rel, "game.tw-pddl is missing")
+    game = _read_json(game_file)
+    if isinstance(game, str):
+        return GameProblem(rel, game)
+    if "solvable" not in game:
+        return GameProblem(rel, "game.tw-pddl has no 'solvable' key")
+    if not game["solvable"]:
+        return GameProblem(rel, "game.tw-pddl is marked unsolvable")
+    grammar = grammar_version(str(game.get("grammar", "")))
+    if grammar is None:
+        return GameProblem(rel, "game.tw-pddl has a grammar of no known version (neither 2.1.1 nor 2.1.2)")
+    return Task(id=f"{split}/{rel}", split=split, task_type=task_type, game_file=str(game_file), grammar=grammar)
+
+
+def discover(split: str, data: str | Path | None = None) -> SplitGames:
+    """Every playable game of a split, and every rejected game folder with its reason."""
+    split = canonical_split(split)
+    directory = split_directory(data_root(data), split)
+    result = SplitGames(split=split, directory=directory)
+    folders = sorted(Path(root) for root, _, files in os.walk(directory) if "traj_data.json" in files)
+    for folder in folders:
+        checked = _check_game(folder, split, directory)
+        (result.tasks if isinstance(checked, Task) else result.problems).append(checked)
+    return result
+
+
+def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None) -> list[Task]:
+    """The first ``limit`` playable games of a split (all when None), in id order."""
+    tasks = discover(split, data).tasks
+    if not tasks:
+        raise EvohError(f"no playable {split} games found", hint="run `evoh games` to see why each folder was rejected")
+    return tasks[:limit] if limit else tasks
+
+
+def find_task(spec: str, data: str | Path | None = None) -> Task:
+    """One game, named by a path (trial folder or game.tw-pddl), a task id, or ``split:index``."""
+    path = Path(spec).expanduser()
+    if path.exists():
+        folder = path.parent if path.is_file() else path
+        if not (folder / "traj_data.json").exists():
+            raise EvohError(f"{path} is not an ALFWorld game", hint="give a trial folder holding traj_data.json and game.tw-pddl")
+        split = next((p for p in folder.parts[::-1] if p in SPLITS), "custom")
+        checked = _check_game(folder.resolve(), split, folder.resolve().parent.parent)
+        if isinstance(checked, GameProblem):
+            raise EvohError(f"{path}: {checked.reason}", hint="pick another game; `evoh games` lists the playable ones")
+        return checked
+    if ":" in spec:
+        split, _, index = spec.partition(":")
+        tasks = load_tasks(split, data)
+        if not index.isdigit() or int(index) >= len(tasks):
+            raise EvohError(f"{spec!r}: index must be 0..{len(tasks) - 1}", hint=f"for example {split}:0")
+        return tasks[int(index)]
+    split = spec.split("/", 1)[0]
+    if split in SPLITS or split in SPLIT_ALIASES:
+        for task in discover(split, data).tasks:
+            if task.id == spec or task.id.startswith(spec.rstrip("/") + "/"):
+                return task
+    raise EvohError(f"no game {spec!r}", hint="give a trial folder, a task id like valid_seen/<game>/<trial>, or valid_seen:0")

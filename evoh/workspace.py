@@ -1,0 +1,240 @@
+"""The workspace directory: one folder per pipeline stage, written so that no result is lost or corrupted.
+
+- ``stage.json`` is written last and atomically; its presence means the stage finished.
+- JSONL outputs get one record per finished unit, appended and flushed; a rerun skips units whose
+  fingerprint is already present, and a torn last line (a run killed mid-write) is dropped and reported.
+- A lock file per stage stops two runs from writing the same stage at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh import records
+from evoh.errors import EvohError
+
+log = logging.getLogger(__name__)
+
+# stage name -> the command that produces it (for errors that name the fix)
+STAGE_COMMANDS: dict[str, str] = {
+    "collect": "evoh collect -w {ws}",
+    "refine": "evoh refine -w {ws}",
+    "sft": "evoh sft -w {ws} --model DIR",
+    "grpo": "evoh grpo -w {ws}",
+    "eval": "evoh eval -w {ws} --name {name}",
+    "export": "evoh export -w {ws}",
+}
+MANIFEST = "stage.json"
+RECIPE_FILE = "evoh.toml"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fingerprint(obj: Any) -> str:
+    """A short stable hash of a JSON-able value (key order does not matter)."""
+    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()[:20]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class JsonlContents:
+    """What a JSONL file held: its complete records and the bytes of a torn last line, if any."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    torn: bytes = b""
+    good_size: int = 0  # bytes up to and including the last complete line
+
+
+def read_jsonl(path: Path) -> JsonlContents:
+    """Parse a JSONL file written by :class:`JsonlLog`.
+
+    A last line without its newline is a write cut short: it is returned as ``torn`` and never parsed.
+    A complete line that is not a JSON object means the file was damaged some other way: that is an error.
+    """
+    contents = JsonlContents()
+    if not path.exists():
+        return contents
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    contents.torn, contents.good_size = data[end:], end
+    for number, line in enumerate(data[:end].splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise EvohError(
+                f"{path}:{number}: not a JSON record ({exc})",
+                hint="the file was edited or damaged; restore it or delete it to redo that stage",
+            ) from None
+        if not isinstance(record, dict):
+            raise EvohError(f"{path}:{number}: a JSONL record must be an object", hint="restore or delete the file")
+        contents.records.append(record)
+    return contents
+
+
+class JsonlLog:
+    """An append-only JSONL file of finished units that a rerun resumes by fingerprint.
+
+    Each record carries a ``fingerprint`` (task id + everything that changes the unit's inputs); ``done``
+    tells whether a unit is already recorded. Each append is a single ``write`` of one whole line on an
+    ``O_APPEND`` descriptor, so a killed process leaves at most one torn last line, which opening drops.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        existing = read_jsonl(self.path)
+        if existing.torn:
+            log.warning("%s: dropped a torn last line (%d bytes) left by an interrupted run", self.path, len(existing.torn))
+            os.truncate(self.path, existing.good_size)
+        self.dropped_torn_bytes = len(existing.torn)
+        self.records = existing.records
+        self._done = {r["fingerprint"] for r in self.records if "fingerprint" in r}
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def done(self, fp: str) -> bool:
+        return fp in self._done
+
+    def append(self, record: dict[str, Any]) -> None:
+        if "fingerprint" not in record:
+            raise ValueError("a resumable record needs a 'fingerprint'")
+        line = memoryview(orjson.dumps(record) + b"\n")
+        while line:
+            written = os.write(self._fd, line)
+            line = line[written:]
+        self._done.add(record["fingerprint"])
+        self.records.append(record)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Workspace:
+    """A pipeline's directory: ``evoh.toml`` plus one sub-directory per stage (see DESIGN.md)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    def path(self, stage: str) -> Path:
+        return self.root / stage
+
+    def manifest(self, stage: str) -> dict[str, Any] | None:
+        """The stage's ``stage.json`` if the stage finished, else None."""
+        file = self.path(stage) / MANIFEST
+        if not file.exists():
+            return None
+        try:
+            data = orjson.loads(file.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise EvohError(f"{file}: unreadable stage manifest ({exc})", hint=f"rerun the stage: {self._command(stage)}") from None
+        return records.check("stage", data, str(file))
+
+    def require(self, stage: str) -> dict[str, Any]:
+        """The manifest of a finished input stage, or an error naming the command that produces it."""
+        manifest = self.manifest(stage)
+        if manifest is None:
+            raise EvohError(
+                f"{self.path(stage) / MANIFEST} is missing: the {stage} stage has not finished in this workspace",
+                hint=f"run `{self._command(stage)}` first",
+            )
+        return manifest
+
+    def _command(self, stage: str) -> str:
+        top, _, name = stage.partition("/")
+        return STAGE_COMMANDS.get(top, f"evoh {top} -w {{ws}}").format(ws=self.root, name=name or "NAME")
+
+    @contextlib.contextmanager
+    def writing(self, stage: str) -> Iterator[Path]:
+        """Hold the stage's lock while it is (re)written; its old ``stage.json`` goes first.
+
+        Removing the manifest up front means a run killed half-way never leaves a directory that
+        claims to be finished; outputs that resume (JSONL) are kept.
+        """
+        directory = self.path(stage)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock_file = directory / ".lock"
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+                raise EvohError(
+                    f"{directory} is being written by another evoh run (pid {holder})",
+                    hint="wait for that run to finish, or give this one another workspace with -w",
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            with contextlib.suppress(FileNotFoundError):
+                (directory / MANIFEST).unlink()
+            yield directory
+        finally:
+            os.close(fd)  # closing releases the lock; the kernel also releases it if we are killed
+
+    def finish(self, stage: str, manifest: dict[str, Any]) -> Path:
+        """Write the stage's manifest, last and atomically: from now on the stage counts as finished."""
+        from evoh import __version__
+
+        body = records.stamp("stage", {"stage": stage, "evoh_version": __version__, "finished_at": time.time(), **manifest})
+        file = self.path(stage) / MANIFEST
+        atomic_write_json(file, body)
+        return file
