@@ -237,7 +237,7 @@ class EnvPool:
         return results
 
     def _drain(self, worker: _Worker, results: dict[Hashable, Step]) -> str | None:
-        """Take every answer the worker has sent; a string if it has died."""
+        """Take every answer the worker has sent; a string if it has died (its pipe reads as closed)."""
         try:
             while worker.pending and worker.conn.poll():
                 key, step, error = worker.conn.recv()
@@ -249,8 +249,7 @@ class EnvPool:
                 if request.answer:
                     results[key] = step if error is None else self._failed(key, self._broken.pop(key))
         except (EOFError, OSError):
-            pass
-        if worker.pending and not worker.process.is_alive() and not worker.conn.poll():
+            worker.process.join(1.0)
             return f"engine worker died (exit code {worker.process.exitcode}); it was replaced"
         return None
 

@@ -1,0 +1,27 @@
+"""Shared fixtures. Engine tests read real games from ALFWORLD_DATA; under CI=true its absence is a failure."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.alfworld_helpers import require_alfworld_data
+
+
+@pytest.fixture(scope="session")
+def alfworld_data() -> Path:
+    return require_alfworld_data()
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("EVOH_DEBUG", raising=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # a CI run without the games must fail loudly, not pass by skipping every engine test
+    if os.environ.get("CI") == "true" and not os.environ.get("ALFWORLD_DATA"):
+        raise pytest.UsageError("CI=true but ALFWORLD_DATA is not set: the engine tests need ../shared/alfworld")
