@@ -1,0 +1,79 @@
+"""Recipes: typed sections, --set overrides, and unknown keys rejected with the nearest valid name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evoh.config import EnvConfig, Recipe, load_recipe, parse_override, recipe_toml
+from evoh.errors import EvohError
+
+RECIPES = sorted((Path(__file__).parents[1] / "recipes").glob("*.toml"))
+
+
+def test_defaults_without_a_recipe():
+    assert load_recipe() == Recipe(env=EnvConfig())
+
+
+def test_overrides_are_typed(tmp_path: Path):
+    recipe = load_recipe(None, ["env.max_steps=70", "env.step_timeout=5", "env.data=/games/alfworld", "env.workers = 4"])
+    assert recipe.env.max_steps == 70 and recipe.env.workers == 4
+    assert recipe.env.step_timeout == 5.0 and isinstance(recipe.env.step_timeout, float)
+    assert recipe.env.data == "/games/alfworld"
+
+
+def test_overrides_win_over_the_recipe(tmp_path: Path):
+    path = tmp_path / "r.toml"
+    path.write_text("[env]\nmax_steps = 30\nworkers = 1\n")
+    recipe = load_recipe(path, ["env.max_steps=40"])
+    assert (recipe.env.max_steps, recipe.env.workers) == (40, 1)
+
+
+@pytest.mark.parametrize(
+    ("override", "message", "hint"),
+    [
+        ("env.max_step=3", "unknown setting 'env.max_step'", "did you mean 'max_steps'?"),
+        ("evn.max_steps=3", "unknown setting 'evn'", "did you mean 'env'?"),
+        ("env.max_steps=many", "env.max_steps must be int", "type"),
+        ("env.max_steps=2.5", "env.max_steps must be int", "type"),
+        ("env.workers=true", "env.workers must be int", "type"),
+        ("env.max_steps", "is not section.key=value", "--set env.max_steps=70"),
+        ("env=3", "'env' is a section", "[env]"),
+    ],
+)
+def test_bad_overrides_are_clear_errors(override: str, message: str, hint: str):
+    with pytest.raises(EvohError) as info:
+        load_recipe(None, [override])
+    assert message in info.value.message and hint in info.value.hint
+
+
+def test_bad_recipe_files(tmp_path: Path):
+    with pytest.raises(EvohError, match="does not exist"):
+        load_recipe(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[env\nmax_steps = 3")
+    with pytest.raises(EvohError, match="not valid TOML"):
+        load_recipe(broken)
+
+
+def test_parse_override_reads_toml_values():
+    assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
+    assert parse_override("a.b=hello world") == (["a", "b"], "hello world")
+    assert parse_override('a.b="70"') == (["a", "b"], "70")
+
+
+def test_resolved_recipe_round_trips_through_toml(tmp_path: Path):
+    recipe = load_recipe(None, ["env.max_steps=70"])
+    path = tmp_path / "evoh.toml"
+    path.write_text(recipe_toml(recipe))
+    assert load_recipe(path) == recipe
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_every_shipped_recipe_is_valid_and_says_how_to_run_it(path: Path):
+    assert RECIPES, "recipes/ should hold at least one recipe"
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# ") and "evoh " in first, "a recipe starts with a comment showing its command"
+    assert f"recipes/{path.name}" in first
+    load_recipe(path)
