@@ -1,0 +1,64 @@
+"""The cost-aware reward of EvoHarness-RL, as a pure function that returns its components.
+
+R = 10·won + λ_eff·R_eff + λ_div(u)·R_div − λ_spam·min(S, cap) − λ_inv·I, with
+R_eff = won·(T_max − |τ|)/T_max (every turn counts in |τ|), R_div the fraction of the four verbs used
+("bpe_coverage") or the unique-verb ratio of the meta-actions ("verb_ratio"),
+λ_div(u) = λ_div_max·(1 + cos(π·min(u, U)/U))/2, S the turns that repeat the turn before, I the invalid
+actions (malformed turns included).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+REWARD_VERSION = "reward/1"
+VERBS = ("track", "commit", "recall", "note")
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    success: float = 10.0
+    efficiency: float = 1.0  # λ_eff
+    diversity_max: float = 1.0  # λ_div_max
+    diversity_horizon: int = 150  # U: updates over which λ_div anneals to 0
+    diversity: Literal["bpe_coverage", "verb_ratio"] = "bpe_coverage"
+    spam: float = 0.1  # λ_spam
+    spam_cap: int = 10
+    invalid: float = 0.1  # λ_inv
+
+
+def diversity_weight(update: int, weights: RewardWeights) -> float:
+    """λ_div(u): cosine annealing from λ_div_max at update 0 to 0 at update U and after."""
+    horizon = max(1, weights.diversity_horizon)
+    return weights.diversity_max * (1 + math.cos(math.pi * min(update, horizon) / horizon)) / 2
+
+
+def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
+    executed = {v: meta.get(v, {}).get("executed", 0) for v in VERBS}
+    used = [v for v, n in executed.items() if n > 0]
+    if mode == "bpe_coverage":
+        return len(used) / len(VERBS)
+    calls = sum(executed.values())
+    return len(used) / calls if calls else 0.0
+
+
+def reward(episode: dict[str, Any], weights: RewardWeights, update: int = 0) -> dict[str, Any]:
+    """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats,
+    invalid_actions)."""
+    won = 1.0 if episode["won"] else 0.0
+    t_max = episode["protocol"]["max_steps"]
+    efficiency = won * max(0, t_max - episode["turns"]) / t_max
+    lam_div = diversity_weight(update, weights)
+    div = diversity(episode["meta"], weights.diversity)
+    spam = min(episode["repeats"], weights.spam_cap)
+    invalid = episode["invalid_actions"]
+    parts = {
+        "success": weights.success * won,
+        "efficiency": weights.efficiency * efficiency,
+        "diversity": lam_div * div,
+        "spam": -weights.spam * spam,
+        "invalid": -weights.invalid * invalid,
+    }
+    return {"version": REWARD_VERSION, "total": sum(parts.values()), "lambda_div": lam_div, **parts, "weights": asdict(weights)}

@@ -1,0 +1,27 @@
+"""The interface every policy offers the rollout: one call answers every active episode's turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from evoh.harness.episode import TurnView
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None  # the policy could not answer (e.g. an API out of retries): the episode stops
+
+
+class Policy(Protocol):
+    def identity(self) -> dict[str, Any]:
+        """What produced the responses (recorded with every episode, part of its fingerprint)."""
+
+    def act(self, views: list[TurnView]) -> list[Completion]:
+        """One response per view, in order; batched models answer them in one forward pass."""
+
+    def forget(self, key: Any) -> None:
+        """The episode ``key`` is over; drop anything kept for it."""

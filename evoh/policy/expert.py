@@ -1,0 +1,256 @@
+"""The expert teacher: plays ALFWorld from what its Belief has seen, and uses the harness as a good teacher would.
+
+It never reads the game's hidden state. It parses the objective, searches receptacles in order of where
+the object tends to be (recalled search priorities when the Experience bank has them, pooled with its
+own ranking learned from the train split), opens closed receptacles, and handles all six task types.
+Harness use is scripted and tunable: recall at the start and before heat/cool/clean, commit each
+milestone of the plan, track the second object of a pick-two task, note where the object was found.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evoh.harness.belief import INVENTORY, SeenObject, object_type
+from evoh.harness.episode import TurnView
+from evoh.harness.goal import APPLIANCE, VERB, Goal
+from evoh.harness.turns import format_turn
+from evoh.policy.base import Completion
+from evoh.policy.search_prior import SearchPrior
+
+EXPERT_VERSION = "expert/1"
+
+
+@dataclass(frozen=True)
+class ExpertStyle:
+    """How often the expert uses each meta-action (0 never, 1 at every chance), for richer or leaner data."""
+
+    recall: float = 1.0
+    commit: float = 1.0
+    track: float = 1.0
+    note: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class _Memory:
+    rng: random.Random
+    next_milestone: int = 0  # milestones considered for a commit so far
+    committed: list[str] = field(default_factory=list)  # milestones actually committed
+    recalled_start: bool = False
+    recalled_where: bool = False
+    recalled_change: bool = False
+    tracked: bool = False
+    noted: bool = False
+    unreachable: set[str] = field(default_factory=set)  # objects whose take was not admissible
+
+
+class ExpertPolicy:
+    """A scripted teacher over the harness; deterministic for a given style and seed."""
+
+    def __init__(self, prior: SearchPrior, style: ExpertStyle | None = None) -> None:
+        self.prior = prior
+        self.style = style or ExpertStyle()
+        self._memory: dict[Any, _Memory] = {}
+
+    def identity(self) -> dict[str, Any]:
+        return {"policy": "expert", "version": EXPERT_VERSION, "style": asdict(self.style)}
+
+    def forget(self, key: Any) -> None:
+        self._memory.pop(key, None)
+
+    def act(self, views: list[TurnView]) -> list[Completion]:
+        return [Completion(format_turn(*self.decide(view))) for view in views]
+
+    # -- one decision -----------------------------------------------------------------------------
+
+    def decide(self, view: TurnView) -> tuple[str, str]:
+        memory = self._memory.get(view.key)
+        if memory is None:
+            seed = zlib.crc32(f"{self.style.seed}:{view.key}".encode())
+            memory = self._memory[view.key] = _Memory(random.Random(seed))
+        goal = view.goal
+        if goal is None:
+            return "I cannot read this objective, so I will look around.", "look"
+        return self._meta(view, goal, memory) or self._act(view, goal, memory)
+
+    def _chance(self, memory: _Memory, rate: float) -> bool:
+        return rate > 0 and memory.rng.random() < rate
+
+    def _meta(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str] | None:
+        allowed = view.meta_allowed
+        if not allowed or view.steps_left <= 2:
+            return None
+        if "recall" in allowed and not memory.recalled_start:
+            memory.recalled_start = True
+            if self._chance(memory, self.style.recall):
+                return "Before starting, I will check what I learned about this kind of task.", f"recall [how to do {goal.task} task]"
+        if "recall" in allowed and not memory.recalled_where:
+            memory.recalled_where = True
+            if self._chance(memory, self.style.recall):
+                return f"I will check where {goal.object} has been found before.", f"recall [where to find {goal.object}]"
+        milestones = goal.milestones()
+        if "commit" in allowed and memory.next_milestone < len(milestones):
+            done = {s.text for s in view.progress.subgoals if s.done}
+            if all(m in done for m in memory.committed):  # commit the next one once the last is done
+                step = milestones[memory.next_milestone]
+                memory.next_milestone += 1
+                if self._chance(memory, self.style.commit):
+                    memory.committed.append(step)
+                    return f"My next subgoal is to {step}.", f"commit [{step}]"
+        found = [o for o in view.belief.objects_of(goal.object) if o.where not in (None, INVENTORY)]
+        if "note" in allowed and found and not memory.noted:
+            memory.noted = True
+            place = object_type(found[0].where)
+            if self._chance(memory, self.style.note):
+                return f"I found {goal.object} in the {place}; worth remembering.", f"note [{goal.object} was in the {place}]"
+        held = self._held(view, goal)
+        if "recall" in allowed and goal.state and held and goal.state not in held.states and not memory.recalled_change:
+            memory.recalled_change = True
+            if self._chance(memory, self.style.recall):
+                return f"Before I {VERB[goal.state]} the {goal.object}, I will recall how that is done.", f"recall [how to {VERB[goal.state]} {goal.object}]"
+        if "track" in allowed and goal.count == 2 and not memory.tracked and self._placed(view, goal) and not held:
+            memory.tracked = True
+            if self._chance(memory, self.style.track):
+                return f"One {goal.object} is placed; I will check where I saw another.", f"track [{goal.object}]"
+        return None
+
+    # -- environment actions ----------------------------------------------------------------------
+
+    def _held(self, view: TurnView, goal: Goal) -> SeenObject | None:
+        for name in view.belief.inventory:
+            if object_type(name) == goal.object:
+                return view.belief.objects.get(name) or SeenObject(name, INVENTORY, 0)
+        return None
+
+    def _placed(self, view: TurnView, goal: Goal) -> list[SeenObject]:
+        return [
+            o for o in view.belief.objects_of(goal.object)
+            if o.name in view.belief.placed and o.where and object_type(o.where) == goal.target
+        ]
+
+    def _command(self, view: TurnView, *prefixes: str) -> str | None:
+        for prefix in prefixes:
+            for command in view.admissible:
+                if command.startswith(prefix):
+                    return command
+        return None
+
+    def _act(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
+        think, action = self._choose(view, goal, memory)
+        if action in view.admissible:
+            return think, action
+        # never send what the world would refuse: look around instead (it spends the step honestly)
+        return "I am not sure what to do next, so I will look around.", "look"
+
+    def _choose(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
+        if goal.task == "look":
+            return self._look(view, goal, memory)
+        held = self._held(view, goal)
+        if held and (not goal.state or goal.state in held.states):
+            return self._place(view, goal, held.name)
+        if held:
+            return self._change(view, goal, held.name)
+        other = [n for n in view.belief.inventory if object_type(n) != goal.object]
+        if other:
+            put = self._command(view, f"put {other[0]} in/on ", f"move {other[0]} to ")
+            if put:
+                return f"I am holding {other[0]}, which I do not need; I will put it down.", put
+        return self._acquire(view, goal, goal.object, memory)
+
+    def _go(self, view: TurnView, place: str) -> str | None:
+        """``go to place`` if the world offers it (it does not for a receptacle at the current location)."""
+        command = f"go to {place}"
+        return command if command in view.admissible else None
+
+    def _look(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
+        if not self._held(view, goal):
+            return self._acquire(view, goal, goal.object, memory)
+        lamps = [o for o in view.belief.objects_of(goal.target) if o.where not in (None, INVENTORY)]
+        for lamp in lamps:
+            use = self._command(view, f"use {lamp.name}")
+            if use:
+                return f"I am holding the {goal.object} next to the {lamp.name}; I will turn it on.", use
+            go = self._go(view, lamp.where)
+            if go:
+                return f"I saw a {goal.target} in/on the {lamp.where}; I will take the {goal.object} there.", go
+        return self._search(view, goal.target, memory, avoid=None)
+
+    def _place(self, view: TurnView, goal: Goal, name: str) -> tuple[str, str]:
+        targets = sorted(view.belief.receptacles_of(goal.target), key=lambda r: (r.name != view.belief.location, r.closed is not False, r.name))
+        for target in targets:
+            put = self._command(view, f"put {name} in/on {target.name}", f"move {name} to {target.name}")
+            if put:
+                return f"I have the {goal.object} ready; I will put it in/on the {target.name}.", put
+        for target in targets:
+            if f"open {target.name}" in view.admissible and target.closed is not False:
+                return f"The {target.name} is closed; I will open it to put the {goal.object} inside.", f"open {target.name}"
+        for target in targets:
+            go = self._go(view, target.name)
+            if go:
+                return f"I have the {goal.object} ready; I will take it to the {target.name}.", go
+        return f"I cannot reach a {goal.target} from here, so I will look around.", "look"
+
+    def _change(self, view: TurnView, goal: Goal, name: str) -> tuple[str, str]:
+        verb, appliance = VERB[goal.state], APPLIANCE[goal.state]
+        change = self._command(view, f"{verb} {name} with ")
+        if change:
+            return f"I am at the {change.rsplit(' with ', 1)[1]} with the {goal.object}; I will {verb} it.", change
+        places = view.belief.receptacles_of(appliance) or view.belief.receptacles_of("sink")
+        for place in sorted(places, key=lambda r: r.name):
+            go = self._go(view, place.name)
+            if go:
+                return f"I need to {verb} the {goal.object}, so I will go to the {place.name}.", go
+        return f"I see no {appliance} I can reach, so I will look around.", "look"
+
+    def _acquire(self, view: TurnView, goal: Goal, kind: str, memory: _Memory) -> tuple[str, str]:
+        belief = view.belief
+        keep_in_target = goal.task in ("pick", "pick2")  # an object already in the target counts there
+        candidates = [
+            o for o in belief.objects_of(kind)
+            if o.where not in (None, INVENTORY) and o.name not in belief.placed and o.name not in memory.unreachable
+            and not (keep_in_target and object_type(o.where) == goal.target)
+        ]
+        candidates.sort(key=lambda o: (o.where != belief.location, -o.step, o.name))
+        for seen in candidates:
+            take = self._command(view, f"take {seen.name} from {seen.where}")
+            if take:
+                return f"There is a {seen.name} in/on the {seen.where} right here; I will pick it up.", take
+            go = self._go(view, seen.where)
+            if go:
+                return f"I saw a {seen.name} in/on the {seen.where}; I will go and get it.", go
+            memory.unreachable.add(seen.name)
+        return self._search(view, kind, memory, avoid=goal.target if keep_in_target else None)
+
+    def _search(self, view: TurnView, kind: str, memory: _Memory, avoid: str | None) -> tuple[str, str]:
+        belief = view.belief
+        recalled = {}
+        for entry in view.recalled:
+            if entry.category == "search" and entry.key == kind:
+                recalled = entry.places
+        unsearched = [n for n, r in belief.receptacles.items() if r.contents is None and n not in memory.unreachable]
+        options = [n for n in unsearched if object_type(n) != avoid] or unsearched
+        bank_total = sum(recalled.values()) or 1
+
+        def rank(name: str) -> tuple:
+            place_type = object_type(name)
+            score = self.prior.score(kind, place_type) + recalled.get(place_type, 0) / bank_total
+            number = int(name.rsplit(" ", 1)[1]) if name[-1].isdigit() else 0
+            return (-score, place_type, number)
+
+        for best in sorted(options, key=rank):
+            place = belief.receptacles[best]
+            if place.closed and f"open {best}" in view.admissible:
+                return f"The {best} is closed; I will open it to look inside for a {kind}.", f"open {best}"
+            go = self._go(view, best)
+            if go:
+                return f"I have not found a {kind} yet; the {best} is a likely place, so I will go there.", go
+            if f"examine {best}" in view.admissible:
+                return f"The {best} is right here; I will examine it for a {kind}.", f"examine {best}"
+            if f"open {best}" in view.admissible:
+                return f"The {best} is right here; I will open it to look for a {kind}.", f"open {best}"
+            memory.unreachable.add(best)
+        return f"I have searched everywhere I can for a {kind}; I will look around once more.", "look"
