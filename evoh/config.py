@@ -31,10 +31,52 @@ class EnvConfig:
 
 
 @dataclass
+class HarnessConfig:
+    """The harness the policy works in (DESIGN.md §1): mode, modules, and the budget rules."""
+
+    mode: Literal["env_only", "always_on", "inline"] = "inline"
+    belief: bool = True
+    plan: bool = True
+    experience: bool = True
+    charge_meta_actions: bool = False  # true in training: every turn spends a step
+    free_meta_cap: int = 20  # with charge_meta_actions false: free meta-actions per episode
+    recall_k: int = 3
+    few_shot: int = 0  # demonstrations in the system prompt, taken from few_shot_from
+    few_shot_from: str = ""  # a trajectories.jsonl of expert episodes
+
+
+@dataclass
+class ExpertConfig:
+    """How often the expert teacher uses each meta-action, from 0 (never) to 1 (at every chance)."""
+
+    recall: float = 1.0
+    commit: float = 1.0
+    track: float = 1.0
+    note: float = 1.0
+
+
+@dataclass
+class CollectConfig:
+    """Teacher trajectories on a split of games."""
+
+    teacher: Literal["expert"] = "expert"
+    split: str = "train"
+    limit: int = 0  # the first N games in id order; 0 means all
+    seed: int = 0
+    batch_size: int = 16  # episodes between two consolidations of the Experience bank
+    max_active: int = 16  # episodes in flight at once
+    bank: str = ""  # start from this bank.json instead of an empty bank
+    freeze_bank: bool = False  # never consolidate: every episode sees the starting bank
+
+
+@dataclass
 class Recipe:
     """A whole experiment's settings, one field per TOML section."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    expert: ExpertConfig = field(default_factory=ExpertConfig)
+    collect: CollectConfig = field(default_factory=CollectConfig)
 
 
 def _nearest(name: str, options: list[str]) -> str:

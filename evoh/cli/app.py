@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import config_cmd, games, play
+from evoh.cli import collect, config_cmd, games, play, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -40,6 +40,8 @@ def _root(
 
 app.command("games", help="Count the ALFWorld games per split and task type, and list every unplayable one.")(guarded(games.games))
 app.command("play", help="Play one ALFWorld game in the terminal, or replay a file of commands.")(guarded(play.play))
+app.command("collect", help="Play teacher episodes on a split and write WS/collect/ (resumable).")(guarded(collect.collect))
+app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
 app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
     guarded(config_cmd.config)
 )

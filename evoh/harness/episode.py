@@ -333,6 +333,8 @@ class Episode:
             words = re.sub(rf"\b{obj}\b", "the object", words)
             words = re.sub(rf"\b{target}\b", "the target", words)
             words = words.replace(" in/on ", " in ").replace("move the object to", "put the object in")
+            words = re.sub(r"^take the object from .*$", "take the object", words)
+            words = re.sub(r"^use the target$", "turn on the target lamp", words)
             if not steps or steps[-1] != words:
                 steps.append(words)
         return f"{self.goal.task} task: find the object (open closed receptacles), " + ", then ".join(steps)

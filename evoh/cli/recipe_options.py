@@ -1,0 +1,29 @@
+"""The options every stage command shares: the workspace, a recipe, and --set overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from evoh.config import Recipe, load_recipe
+
+WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory of this experiment.")]
+RecipeOption = Annotated[Path | None, typer.Option("--recipe", "-r", help="A TOML recipe (default: built-in defaults).")]
+SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a setting: section.key=value (repeatable).")]
+DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]
+
+
+def resolve(recipe: Path | None, sets: list[str] | None, **options: Any) -> Recipe:
+    """Recipe, then the command's own options (``section__key=value``, None = not given), then --set."""
+    given = [f"{name.replace('__', '.')}={_toml(value)}" for name, value in options.items() if value is not None]
+    return load_recipe(recipe, given + list(sets or []))
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,31 @@
+"""The tables evoh prints at the end of a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evoh.harness.turns import META_VERBS
+
+
+def summary_table(summary: dict[str, Any], title: str):
+    """Success per task type (the paper's columns), then steps and harness usage per episode."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    columns = ["pick", "look", "clean", "heat", "cool", "pick2"]
+    for name in [*columns, "all"]:
+        table.add_column(name, justify="right")
+    cells = []
+    for name in columns:
+        row = summary["per_type"][name]
+        cells.append(f"{100 * row['success']:.1f} ({row['won']}/{row['episodes']})" if row["episodes"] else "-")
+    cells.append(f"{100 * summary['success']:.1f} ({summary['won']}/{summary['finished']})")
+    table.add_row(*cells)
+    meta = summary["meta_per_episode"]
+    usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
+    table.caption = (
+        f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
+        f"({usage}); invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
+    )
+    table.caption_justify = "left"
+    return table

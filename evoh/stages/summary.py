@@ -1,0 +1,53 @@
+"""Headline figures of a set of episode records: success overall and per task type, steps, harness usage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from statistics import mean
+from typing import Any
+
+from evoh.env.types import TASK_TYPES
+from evoh.harness.turns import META_VERBS
+
+
+def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per fingerprint, the last written (a retried episode supersedes its error record)."""
+    by_key: dict[str, dict[str, Any]] = {}
+    for record in records:
+        by_key[record.get("fingerprint") or record["task"]["id"]] = record
+    return list(by_key.values())
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    finished = [r for r in records if not r.get("error")]
+    per_type = {}
+    for long_name, short in TASK_TYPES.items():
+        group = [r for r in finished if r["task"]["task_type"] == long_name]
+        per_type[short] = {
+            "episodes": len(group),
+            "won": sum(r["won"] for r in group),
+            "success": (sum(r["won"] for r in group) / len(group)) if group else None,
+        }
+
+    def avg(values: list[float]) -> float:
+        return mean(values) if values else 0.0
+
+    turns = sum(r["turns"] for r in finished)
+    return {
+        "episodes": len(records),
+        "finished": len(finished),
+        "errors": len(records) - len(finished),
+        "won": sum(r["won"] for r in finished),
+        "success": (sum(r["won"] for r in finished) / len(finished)) if finished else 0.0,
+        "per_type": per_type,
+        "env_steps": avg([r["env_steps"] for r in finished]),
+        "turns": avg([r["turns"] for r in finished]),
+        "meta_actions": avg([r["meta_actions"] for r in finished]),
+        "meta_per_episode": {
+            verb: {k: avg([r["meta"][verb][k] for r in finished]) for k in ("attempted", "executed", "failed")}
+            for verb in META_VERBS
+        },
+        "invalid_rate": (sum(r["invalid_actions"] for r in finished) / turns) if turns else 0.0,
+        "tokens_per_episode": avg([r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]),
+        "grammar": sorted({r["task"]["grammar"] for r in records}),
+    }
