@@ -1,0 +1,113 @@
+"""`evoh collect` and `evoh show` on real games: outputs, the bank between batches, and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoh.cli.app import app
+from evoh.workspace import read_jsonl
+
+pytestmark = pytest.mark.engine
+runner = CliRunner()
+
+
+def evoh(*args: str):
+    return runner.invoke(app, list(args), prog_name="evoh")
+
+
+@pytest.fixture(scope="module")
+def collected(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("ws")
+    result = evoh(
+        "collect", "-w", str(ws), "--split", "valid_seen", "--limit", "6", "--data", str(alfworld_data),
+        "--set", "collect.batch_size=3", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    return ws
+
+
+def test_collect_writes_every_output(collected: Path):
+    directory = collected / "collect"
+    assert {p.name for p in directory.iterdir()} >= {"trajectories.jsonl", "summary.json", "bank.json", "stage.json"}
+    summary = json.loads((directory / "summary.json").read_text())
+    assert summary["episodes"] == 6 and summary["success"] == 1.0 and summary["errors"] == 0
+    assert summary["per_type"]["look"]["episodes"] + summary["per_type"]["pick"]["episodes"] >= 1
+    assert summary["meta_per_episode"]["recall"]["attempted"] >= 1 and summary["grammar"] == ["2.1.1"]
+    assert summary["protocol"]["charge_meta_actions"] is False and summary["protocol"]["max_steps"] == 50
+    stage = json.loads((directory / "stage.json").read_text())
+    assert stage["episodes"] == 6 and stage["config"]["collect"]["split"] == "valid_seen"
+    records = read_jsonl(directory / "trajectories.jsonl").records
+    assert len(records) == 6 and all(r["won"] for r in records)
+    first = records[0]
+    assert first["trace"][0]["action"].startswith("recall [") and first["system"] and first["policy"]["policy"] == "expert"
+    assert (collected / "evoh.toml").read_text().count("[collect]") == 1
+
+
+def test_the_bank_is_frozen_within_a_batch_and_consolidated_after(collected: Path):
+    directory = collected / "collect"
+    bank = json.loads((directory / "bank.json").read_text())
+    assert bank["batches_done"] == 2 and bank["updates"] == 2
+    records = read_jsonl(directory / "trajectories.jsonl").records
+    banks = [r["bank"] for r in records]
+    assert banks[0] == banks[1] == banks[2] and banks[3] == banks[4] == banks[5] and banks[0] != banks[3]
+    assert any(e["category"] == "search" for e in bank["entries"])
+
+
+def test_show_prints_an_episode_turn_by_turn(collected: Path):
+    file = collected / "collect" / "trajectories.jsonl"
+    result = evoh("show", str(file), "--episode", "1")
+    assert result.exit_code == 0
+    assert "=== turn 1 (meta, done) ===" in result.stdout and "--- prompt ---\nObjective:" in result.stdout
+    assert "--- response ---\n<think>" in result.stdout and "WON" in result.stdout
+    assert "--- prompt ---" not in evoh("show", str(file), "--no-prompts").stdout
+    assert evoh("show", str(file), "--episode", "99").exit_code == 2
+    assert evoh("show", str(collected / "nothing.jsonl")).exit_code == 2
+
+
+def test_a_rerun_with_other_settings_is_refused(collected: Path, alfworld_data: Path):
+    result = evoh("collect", "-w", str(collected), "--split", "valid_seen", "--limit", "6", "--mode", "always_on", "--data", str(alfworld_data))
+    assert result.exit_code == 2 and "harness.mode" in result.stderr and "new workspace" in result.stderr
+
+
+def test_refine_input_check_names_collect(tmp_path: Path):
+    from evoh.errors import EvohError
+    from evoh.workspace import Workspace
+
+    with pytest.raises(EvohError, match="collect/stage.json is missing") as info:
+        Workspace(tmp_path).require("collect")
+    assert "evoh collect -w" in info.value.hint
+
+
+def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path, tmp_path: Path):
+    ws = tmp_path / "ws"
+    command = [
+        sys.executable, "-m", "evoh", "collect", "-w", str(ws), "--split", "valid_unseen", "--limit", "8",
+        "--set", "collect.batch_size=4", "--set", "collect.max_active=2",
+    ]
+    env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data)}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    trajectories = ws / "collect" / "trajectories.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not trajectories.exists() or len(trajectories.read_bytes().splitlines()) < 3):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its engine workers, mid-run
+    proc.wait()
+    killed_at = len(read_jsonl(trajectories).records)
+    assert 3 <= killed_at < 8
+    assert not (ws / "collect" / "stage.json").exists()
+    finished = subprocess.run(command + ["--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    records = read_jsonl(trajectories).records
+    ids = [r["task"]["id"] for r in records]
+    assert len(ids) == 8 and len(set(ids)) == 8
+    assert json.loads(finished.stdout)["episodes"] == 8
+    assert (ws / "collect" / "stage.json").exists()
