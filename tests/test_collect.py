@@ -111,3 +111,35 @@ def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path
     assert len(ids) == 8 and len(set(ids)) == 8
     assert json.loads(finished.stdout)["episodes"] == 8
     assert (ws / "collect" / "stage.json").exists()
+
+
+def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, collected: Path):
+    from evoh.env.games import load_tasks
+    from evoh.env.pool import EnvPool
+    from evoh.harness.episode import EpisodeSettings
+    from evoh.harness.experience import Bank
+    from evoh.harness.prompts import demonstrations
+    from evoh.config import ExpertConfig
+    from evoh.policy.expert import ExpertPolicy
+    from evoh.policy.search_prior import SearchPrior
+    from evoh.rollout import rollout
+
+    tasks = [t for t in load_tasks("valid_seen", alfworld_data) if t.task_type == "pick_two_obj_and_place"][:1]
+    tasks += [t for t in load_tasks("valid_seen", alfworld_data) if t.task_type == "pick_heat_then_place_in_recep"][:1]
+    shots = demonstrations(read_jsonl(collected / "collect" / "trajectories.jsonl").records, 2)
+    assert shots.count("Objective:") == 2 and "<action>" in shots
+    results = {}
+    for name, style in {"lean": ExpertConfig(0, 0, 0, 0), "rich": ExpertConfig()}.items():
+        records = []
+        settings = EpisodeSettings(demonstrations=shots if name == "rich" else "")
+        with EnvPool(1) as pool:
+            rollout([(t.id, t) for t in tasks], ExpertPolicy(SearchPrior(), style), pool, settings, Bank(),
+                    lambda episode, usage: records.append(episode.record()))
+        results[name] = records
+    assert all(r["won"] for rs in results.values() for r in rs)
+    assert all(r["meta_actions"] == 0 for r in results["lean"])
+    rich = {r["goal"]["task"]: r for r in results["rich"]}
+    assert rich["pick2"]["meta"]["track"]["executed"] == 1
+    assert rich["heat"]["meta"]["recall"]["executed"] == 3  # at the start (twice) and before heating
+    assert all(r["meta"]["commit"]["executed"] >= 4 and r["meta"]["note"]["executed"] == 1 for r in rich.values())
+    assert "Examples of finished episodes" in rich["heat"]["system"]

@@ -45,15 +45,21 @@ def report_error(message: str, hint: str | None = None) -> None:
         err.print(f"  hint: {hint}", markup=False)
 
 
+class _StderrHandler(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is at the time, so a replaced stream (tests, pipes) still works."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(self.format(record) + "\n")
+
+
 def setup_logging() -> None:
     """evoh's own log lines (warnings such as a dropped torn JSONL line) go to stderr."""
     logger = logging.getLogger("evoh")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.DEBUG if debug() else logging.INFO)
-        logger.propagate = False
 
 
 def guarded(command: F) -> F:

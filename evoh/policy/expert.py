@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evoh.config import ExpertConfig
 from evoh.harness.belief import INVENTORY, SeenObject, object_type
 from evoh.harness.episode import TurnView
 from evoh.harness.goal import APPLIANCE, VERB, Goal
@@ -22,17 +24,6 @@ from evoh.policy.base import Completion
 from evoh.policy.search_prior import SearchPrior
 
 EXPERT_VERSION = "expert/1"
-
-
-@dataclass(frozen=True)
-class ExpertStyle:
-    """How often the expert uses each meta-action (0 never, 1 at every chance), for richer or leaner data."""
-
-    recall: float = 1.0
-    commit: float = 1.0
-    track: float = 1.0
-    note: float = 1.0
-    seed: int = 0
 
 
 @dataclass
@@ -51,13 +42,14 @@ class _Memory:
 class ExpertPolicy:
     """A scripted teacher over the harness; deterministic for a given style and seed."""
 
-    def __init__(self, prior: SearchPrior, style: ExpertStyle | None = None) -> None:
+    def __init__(self, prior: SearchPrior, style: ExpertConfig | None = None, seed: int = 0) -> None:
         self.prior = prior
-        self.style = style or ExpertStyle()
+        self.style = style or ExpertConfig()
+        self.seed = seed
         self._memory: dict[Any, _Memory] = {}
 
     def identity(self) -> dict[str, Any]:
-        return {"policy": "expert", "version": EXPERT_VERSION, "style": asdict(self.style)}
+        return {"policy": "expert", "version": EXPERT_VERSION, "style": asdict(self.style), "seed": self.seed}
 
     def forget(self, key: Any) -> None:
         self._memory.pop(key, None)
@@ -70,7 +62,7 @@ class ExpertPolicy:
     def decide(self, view: TurnView) -> tuple[str, str]:
         memory = self._memory.get(view.key)
         if memory is None:
-            seed = zlib.crc32(f"{self.style.seed}:{view.key}".encode())
+            seed = zlib.crc32(f"{self.seed}:{view.key}".encode())
             memory = self._memory[view.key] = _Memory(random.Random(seed))
         goal = view.goal
         if goal is None:
@@ -234,10 +226,13 @@ class ExpertPolicy:
         unsearched = [n for n, r in belief.receptacles.items() if r.contents is None and n not in memory.unreachable]
         options = [n for n in unsearched if object_type(n) != avoid] or unsearched
         bank_total = sum(recalled.values()) or 1
+        instances = Counter(object_type(n) for n in belief.receptacles)
 
         def rank(name: str) -> tuple:
+            # the chance that this very receptacle holds one: a type's share spread over its instances here
             place_type = object_type(name)
-            score = self.prior.score(kind, place_type) + recalled.get(place_type, 0) / bank_total
+            share = self.prior.score(kind, place_type) + recalled.get(place_type, 0) / bank_total
+            score = share / instances[place_type]
             number = int(name.rsplit(" ", 1)[1]) if name[-1].isdigit() else 0
             return (-score, place_type, number)
 

@@ -27,7 +27,7 @@ from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.prompts import HarnessModules, demonstrations
 from evoh.harness.reward import REWARD_VERSION
-from evoh.policy.expert import ExpertPolicy, ExpertStyle
+from evoh.policy.expert import ExpertPolicy
 from evoh.policy.search_prior import SearchPrior
 from evoh.rollout import rollout
 from evoh.stages.summary import latest, summarize
@@ -62,8 +62,7 @@ def expert_policy(recipe: Recipe, seed: int) -> ExpertPolicy:
     except EvohError:
         log.warning("no train split found: the expert searches without its learned ranking")
         train = []
-    e = recipe.expert
-    return ExpertPolicy(SearchPrior.from_games(train), ExpertStyle(e.recall, e.commit, e.track, e.note, seed))
+    return ExpertPolicy(SearchPrior.from_games(train), recipe.expert, seed)
 
 
 def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
