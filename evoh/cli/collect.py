@@ -31,6 +31,7 @@ def collect(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from evoh.stages import collect as stage
+    from evoh.stages.episodes import Callbacks
     from evoh.workspace import Workspace
 
     resolved = resolve(
@@ -54,7 +55,7 @@ def collect(
             won += bool(record["won"])
             bar.update(task, advance=1, won=won)
 
-        summary = stage.run(resolved, Workspace(workspace), on_episode=finished, on_start=started)
+        summary = stage.run(resolved, Workspace(workspace), Callbacks(started, finished))
     if as_json:
         print_json(summary)
     else:

@@ -1,0 +1,27 @@
+"""Build the policy a recipe names: the expert teacher, an OpenAI-compatible endpoint, or a local model."""
+
+from __future__ import annotations
+
+import logging
+
+from evoh.config import Recipe
+from evoh.env.games import load_tasks
+from evoh.errors import EvohError
+from evoh.policy.base import Policy
+
+log = logging.getLogger(__name__)
+POLICIES = ("expert",)
+
+
+def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
+    if kind == "expert":
+        from evoh.policy.expert import ExpertPolicy
+        from evoh.policy.search_prior import SearchPrior
+
+        try:
+            train = load_tasks("train", recipe.env.data or None)
+        except EvohError:
+            log.warning("no train split found: the expert searches without its learned ranking")
+            train = []
+        return ExpertPolicy(SearchPrior.from_games(train), recipe.expert, seed)
+    raise EvohError(f"unknown policy {kind!r}", hint=f"use one of {', '.join(POLICIES)}")

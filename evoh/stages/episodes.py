@@ -1,0 +1,143 @@
+"""Playing a list of games into a stage directory: the part `collect` and `eval` share.
+
+Tasks are cut into fixed batches (``batch_size`` in id order). The Experience bank is frozen while a
+batch plays and consolidated after it; ``bank.json`` holds the bank and how many batches it has
+absorbed, written atomically together, so a killed run resumes at the batch it was in, with the same
+bank, skipping the episodes already written: the result is the one an uninterrupted run gives. An
+episode that ended in an error (a dead engine, a policy out of retries) is not counted as done, so a
+rerun plays it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.config import EnvConfig, Recipe
+from evoh.env.pool import EnvPool
+from evoh.env.types import Task
+from evoh.errors import EvohError
+from evoh.harness.episode import EpisodeSettings
+from evoh.harness.experience import Bank, consolidate
+from evoh.harness.prompts import HarnessModules, demonstrations
+from evoh.policy.base import Policy
+from evoh.rollout import rollout
+from evoh.stages.summary import latest
+from evoh.workspace import JsonlLog, atomic_write_json, fingerprint, read_jsonl
+
+log = logging.getLogger(__name__)
+
+
+def episode_settings(recipe: Recipe) -> EpisodeSettings:
+    """The episode loop's settings from a recipe's [env] and [harness] sections."""
+    h = recipe.harness
+    shots = ""
+    if h.few_shot:
+        if not h.few_shot_from:
+            raise EvohError("harness.few_shot needs harness.few_shot_from", hint="--set harness.few_shot_from=WS/collect/trajectories.jsonl")
+        shots = demonstrations(read_jsonl(Path(h.few_shot_from)).records, h.few_shot)
+    return EpisodeSettings(
+        mode=h.mode,
+        modules=HarnessModules(h.belief, h.plan, h.experience),
+        max_steps=recipe.env.max_steps,
+        charge_meta_actions=h.charge_meta_actions,
+        free_meta_cap=h.free_meta_cap,
+        recall_k=h.recall_k,
+        demonstrations=shots,
+    )
+
+
+@dataclass
+class Callbacks:
+    on_start: Callable[[int, int], None] | None = None  # (episodes in all, already done)
+    on_episode: Callable[[dict[str, Any]], None] | None = None
+
+
+def play_tasks(
+    tasks: list[Task],
+    policy: Policy,
+    settings: EpisodeSettings,
+    env: EnvConfig,
+    directory: Path,
+    records_file: str,
+    *,
+    start_bank: str = "",
+    batch_size: int = 16,
+    max_active: int = 16,
+    freeze_bank: bool = False,
+    callbacks: Callbacks | None = None,
+) -> tuple[list[dict[str, Any]], Bank]:
+    """Play every task once into ``directory/records_file``; returns the latest record of each task and the bank."""
+    callbacks = callbacks or Callbacks()
+    identity = policy.identity()
+    bank, batches_done = _load_state(directory, start_bank)
+    path = directory / records_file
+    with JsonlLog(path) as records, EnvPool(env.workers, max_steps=env.max_steps, step_timeout=env.step_timeout) as pool:
+        done = {r["fingerprint"] for r in records.records if not r.get("error")}
+        if callbacks.on_start:
+            ids = {t.id for t in tasks}
+            callbacks.on_start(len(tasks), sum(1 for r in latest(records.records) if not r.get("error") and r["task"]["id"] in ids))
+        for index, batch in enumerate(_batches(tasks, batch_size)):
+            digest = bank.digest()
+
+            def key(task: Task, digest: str = digest) -> str:
+                return fingerprint({"task": task.id, "protocol": settings.protocol(), "bank": digest, "policy": identity})
+
+            if index < batches_done:
+                continue
+
+            def finish(episode, usage, key=key) -> None:
+                record = episode.record({"fingerprint": key(episode.task), "policy": identity, "usage": usage})
+                records.append(record)
+                if callbacks.on_episode:
+                    callbacks.on_episode(record)
+
+            rollout([(t.id, t) for t in batch if key(t) not in done], policy, pool, settings, bank, finish, max_active=max_active)
+            wanted = {key(t) for t in batch}
+            played = [r for r in latest(records.records) if r["fingerprint"] in wanted]
+            if not freeze_bank:
+                bank, refused = consolidate(bank, [r for r in played if not r.get("error")])
+                for reason in refused:
+                    log.info("bank edit refused: %s", reason)
+            _save_state(directory, bank, index + 1)
+    by_task = {r["task"]["id"]: r for r in latest(read_jsonl(path).records)}
+    return [by_task[t.id] for t in tasks if t.id in by_task], bank
+
+
+def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
+    return [tasks[i : i + size] for i in range(0, len(tasks), max(1, size))]
+
+
+def check_same_run(directory: Path, run_key: dict[str, Any]) -> None:
+    """A stage directory resumes only the run that made it: other settings would mix two experiments."""
+    path = directory / "run.json"
+    current = orjson.loads(orjson.dumps(run_key))
+    if path.exists():
+        previous = orjson.loads(path.read_bytes())
+        if previous != current:
+            changed = sorted(
+                f"{section}.{k}" for section, values in current.items() if isinstance(values, dict)
+                for k in values if previous.get(section, {}).get(k) != values[k]
+            ) or sorted(k for k in current if previous.get(k) != current[k])
+            raise EvohError(
+                f"{directory} holds a run made with other settings ({', '.join(changed)})",
+                hint=f"use a new workspace (-w) or another --name, or delete {directory} to start over",
+            )
+    else:
+        atomic_write_json(path, current)
+
+
+def _load_state(directory: Path, start_bank: str) -> tuple[Bank, int]:
+    state = directory / "bank.json"
+    if state.exists():
+        return Bank.load(state), int(orjson.loads(state.read_bytes()).get("batches_done", 0))
+    return (Bank.load(Path(start_bank)) if start_bank else Bank()), 0
+
+
+def _save_state(directory: Path, bank: Bank, batches_done: int) -> None:
+    atomic_write_json(directory / "bank.json", {**bank.to_dict(), "batches_done": batches_done})
