@@ -56,10 +56,10 @@ class ExpertConfig:
 
 
 @dataclass
-class CollectConfig:
-    """Teacher trajectories on a split of games."""
+class PlayConfig:
+    """Which policy plays which games, and how the Experience bank evolves while it does."""
 
-    teacher: Literal["expert"] = "expert"
+    policy: Literal["expert", "openai", "local"] = "expert"
     split: str = "train"
     limit: int = 0  # the first N games in id order; 0 means all
     seed: int = 0
@@ -70,6 +70,30 @@ class CollectConfig:
 
 
 @dataclass
+class CollectConfig(PlayConfig):
+    """Teacher trajectories for supervised training."""
+
+
+@dataclass
+class EvalConfig(PlayConfig):
+    """A measured run; its files go to eval/<name>/."""
+
+    split: str = "valid_seen"
+    name: str = ""  # default: <policy>-<split>
+
+
+@dataclass
+class RefineConfig:
+    """Which teacher turns become SFT examples."""
+
+    min_score: float = 1.0  # keep episodes scoring at least this (1: won)
+    max_turns: int = 0  # drop episodes longer than this; 0: no cap
+    max_prompt_chars: int = 0  # drop turns whose prompt is longer; 0: no cap
+    val_fraction: float = 0.1  # share of kept episodes held out for validation
+    seed: int = 0
+
+
+@dataclass
 class Recipe:
     """A whole experiment's settings, one field per TOML section."""
 
@@ -77,6 +101,8 @@ class Recipe:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
+    refine: RefineConfig = field(default_factory=RefineConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
 
 def _nearest(name: str, options: list[str]) -> str:

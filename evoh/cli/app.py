@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, games, play, show
+from evoh.cli import collect, config_cmd, evaluate, games, play, refine, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -41,6 +41,10 @@ def _root(
 app.command("games", help="Count the ALFWorld games per split and task type, and list every unplayable one.")(guarded(games.games))
 app.command("play", help="Play one ALFWorld game in the terminal, or replay a file of commands.")(guarded(play.play))
 app.command("collect", help="Play teacher episodes on a split and write WS/collect/ (resumable).")(guarded(collect.collect))
+app.command("refine", help="Turn teacher episodes into SFT train/val files in the chat format TRL reads.")(guarded(refine.refine))
+app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
+    guarded(evaluate.evaluate)
+)
 app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
 app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
     guarded(config_cmd.config)

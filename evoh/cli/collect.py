@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from evoh.cli.output import print_json, stderr_console, stdout_console
+from evoh.cli.output import print_json, stdout_console
+from evoh.cli.progress import episode_bar
 from evoh.cli.recipe_options import DataOption, RecipeOption, SetOption, WorkspaceOption, resolve
 from evoh.cli.tables import summary_table
 
@@ -28,34 +29,16 @@ def collect(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from evoh.stages import collect as stage
-    from evoh.stages.episodes import Callbacks
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, collect__teacher=teacher, collect__split=split, collect__limit=limit, env__workers=workers,
+        recipe, sets, collect__policy=teacher, collect__split=split, collect__limit=limit, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
         collect__freeze_bank=freeze_bank, env__data=data,
     )
-    console = stderr_console()
-    with Progress(
-        TextColumn("collect"), BarColumn(), MofNCompleteColumn(), TextColumn("won {task.fields[won]}"),
-        TimeElapsedColumn(), console=console, disable=not console.is_terminal,
-    ) as bar:
-        task = bar.add_task("episodes", total=None, won=0)
-        won = 0
-
-        def started(total: int, already: int) -> None:
-            bar.update(task, total=total, completed=already)
-
-        def finished(record: dict) -> None:
-            nonlocal won
-            won += bool(record["won"])
-            bar.update(task, advance=1, won=won)
-
-        summary = stage.run(resolved, Workspace(workspace), Callbacks(started, finished))
+    with episode_bar("collect") as callbacks:
+        summary = stage.run(resolved, Workspace(workspace), callbacks)
     if as_json:
         print_json(summary)
     else:

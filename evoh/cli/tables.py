@@ -13,7 +13,7 @@ def summary_table(summary: dict[str, Any], title: str):
 
     table = Table(title=title, title_justify="left")
     columns = ["pick", "look", "clean", "heat", "cool", "pick2"]
-    for name in [*columns, "all"]:
+    for name in [*columns, "avg"]:
         table.add_column(name, justify="right")
     cells = []
     for name in columns:

@@ -25,7 +25,7 @@ def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None
     data = data_root(recipe.env.data or None)
     tasks = load_tasks(c.split, data, c.limit or None)
     settings = episode_settings(recipe)
-    policy = build_policy(c.teacher, recipe, c.seed)
+    policy = build_policy(c.policy, recipe, c.seed)
     run_key = recipe_dict(recipe) | {"collect": {k: v for k, v in dataclasses.asdict(c).items() if k != "limit"}}
     run_key.pop("eval", None)
     started = time.time()

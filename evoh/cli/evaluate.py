@@ -1,0 +1,54 @@
+"""`evoh eval`: measure a policy on a split into WS/eval/<name>/."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from evoh.cli.output import print_json, stdout_console
+from evoh.cli.progress import episode_bar
+from evoh.cli.recipe_options import DataOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.tables import summary_table
+
+
+def _off(flag: bool) -> bool | None:
+    return False if flag else None
+
+
+def evaluate(
+    workspace: WorkspaceOption,
+    policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert (models: openai, local).")] = None,
+    split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")] = None,
+    no_belief: Annotated[bool, typer.Option("--no-belief", help="Ablation: without the Belief module.")] = False,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Ablation: without the Progress module.")] = False,
+    no_experience: Annotated[bool, typer.Option("--no-experience", help="Ablation: without the Experience module.")] = False,
+    bank: Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")] = None,
+    freeze_bank: Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The run's folder under eval/ (default: POLICY-SPLIT).")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the policy's sampling.")] = None,
+    data: DataOption = None,
+    recipe: RecipeOption = None,
+    sets: SetOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Resumes after an interruption: rerun the same command."""
+    from evoh.stages import evaluate as stage
+    from evoh.workspace import Workspace
+
+    resolved = resolve(
+        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, harness__mode=mode,
+        harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
+        eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
+        env__max_steps=max_steps, eval__seed=seed, env__data=data,
+    )
+    with episode_bar("eval") as callbacks:
+        summary = stage.run(resolved, Workspace(workspace), callbacks)
+    if as_json:
+        print_json(summary)
+    else:
+        stdout_console().print(summary_table(summary, f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness"))

@@ -1,0 +1,151 @@
+"""`evoh refine`: teacher episodes → SFT examples in the chat ``messages`` form TRL's SFTTrainer reads.
+
+One example per kept turn: the episode's system prompt + that turn's prompt → the teacher's response,
+exactly the text the student will see and must write. Episodes below the minimum score are dropped;
+in kept episodes, malformed turns, invalid actions and failed meta-actions are dropped, then optional
+caps and duplicate (prompt, response) pairs. Train/val is split by episode with a seed. ``report.json``
+accounts for every input episode and turn: kept, or dropped with its reason.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.config import Recipe, recipe_dict
+from evoh.errors import EvohError
+from evoh.stages.summary import latest
+from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl
+
+STAGE = "refine"
+
+
+def _turn_drop_reason(turn: dict[str, Any], max_prompt_chars: int) -> str | None:
+    if turn["kind"] == "malformed":
+        return "malformed turn"
+    if turn["kind"] == "env" and not turn["valid"]:
+        return "invalid action"
+    if turn["kind"] == "meta" and not turn["executed"]:
+        return "failed meta-action"
+    if max_prompt_chars and len(turn["user"]) > max_prompt_chars:
+        return "prompt over max_prompt_chars"
+    return None
+
+
+def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Pure core: (train examples, val examples, report) from episode records."""
+    r = recipe.refine
+    episodes = sorted(latest(records), key=lambda e: e["task"]["id"])
+    report_episodes = []
+    kept: list[tuple[str, list[dict]]] = []
+    seen_pairs: set[tuple[str, str, str]] = set()
+    turn_drops: Counter = Counter()
+    episode_drops: Counter = Counter()
+    for record in episodes:
+        episode_id = record["task"]["id"]
+        turns = record["trace"]
+        score = 1.0 if record["won"] else 0.0
+        reason = None
+        if record.get("error"):
+            reason = "episode error"
+        elif score < r.min_score:
+            reason = "below min_score"
+        elif r.max_turns and record["turns"] > r.max_turns:
+            reason = "over max_turns"
+        if reason:
+            episode_drops[reason] += 1
+            turn_drops[f"episode dropped: {reason}"] += len(turns)
+            report_episodes.append({"episode": episode_id, "kept": False, "reason": reason, "turns": len(turns)})
+            continue
+        examples, dropped = [], Counter()
+        for index, turn in enumerate(turns):
+            why = _turn_drop_reason(turn, r.max_prompt_chars)
+            pair = (record["system"], turn["user"], turn["response"])
+            if why is None and pair in seen_pairs:
+                why = "duplicate (prompt, response)"
+            if why:
+                dropped[why] += 1
+                continue
+            seen_pairs.add(pair)
+            examples.append({
+                "messages": [
+                    {"role": "system", "content": record["system"]},
+                    {"role": "user", "content": turn["user"]},
+                    {"role": "assistant", "content": turn["response"]},
+                ],
+                "source": {"episode": episode_id, "turn": index},
+            })
+        turn_drops.update(dropped)
+        kept.append((episode_id, examples))
+        report_episodes.append({"episode": episode_id, "kept": True, "turns": len(turns), "examples": len(examples), "dropped": dict(dropped)})
+    order = [episode_id for episode_id, _ in kept]
+    random.Random(r.seed).shuffle(order)
+    n_val = round(len(order) * r.val_fraction)
+    if r.val_fraction > 0 and len(order) >= 2:
+        n_val = max(1, min(n_val, len(order) - 1))
+    val_ids = set(order[:n_val])
+    train = [ex for episode_id, exs in kept if episode_id not in val_ids for ex in exs]
+    val = [ex for episode_id, exs in kept if episode_id in val_ids for ex in exs]
+    for entry in report_episodes:
+        if entry["kept"]:
+            entry["split"] = "val" if entry["episode"] in val_ids else "train"
+    input_turns = sum(len(e["trace"]) for e in episodes)
+    report = {
+        "episodes": {
+            "input": len(episodes),
+            "kept": len(kept),
+            "train": len(kept) - len(val_ids),
+            "val": len(val_ids),
+            "dropped": dict(sorted(episode_drops.items())),
+        },
+        "turns": {
+            "input": input_turns,
+            "kept": len(train) + len(val),
+            "train": len(train),
+            "val": len(val),
+            "dropped": dict(sorted(turn_drops.items())),
+        },
+        "settings": recipe_dict(recipe)["refine"],
+        "per_episode": report_episodes,
+    }
+    return train, val, report
+
+
+def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) -> dict[str, Any]:
+    started = time.time()
+    if inputs:
+        files = [Path(p) for p in inputs]
+        for file in files:
+            if not file.is_file():
+                raise EvohError(f"input {file} does not exist", hint="pass trajectories.jsonl files written by evoh collect")
+    else:
+        workspace.require("collect")
+        files = [workspace.path("collect") / "trajectories.jsonl"]
+    records = [record for file in files for record in read_jsonl(file).records]
+    if not records:
+        raise EvohError("no episodes in the input", hint="run `evoh collect` first, or pass --input FILE")
+    train, val, report = refine(records, recipe)
+    if not train:
+        raise EvohError("no training examples survived refining", hint="collect more episodes, or lower refine.min_score")
+    with workspace.writing(STAGE) as directory:
+        for name, examples in (("train", train), ("val", val)):
+            lines = b"".join(orjson.dumps({"messages": ex["messages"]}) + b"\n" for ex in examples)
+            atomic_write_bytes(directory / f"{name}.jsonl", lines)
+        report["examples"] = {name: [ex["source"] for ex in exs] for name, exs in (("train", train), ("val", val))}
+        atomic_write_json(directory / "report.json", report)
+        workspace.finish(
+            STAGE,
+            {
+                "config": recipe_dict(recipe)["refine"],
+                "inputs": [{"path": str(f), "sha256": file_sha256(f)} for f in files],
+                "outputs": {name: file_sha256(directory / f"{name}.jsonl") for name in ("train", "val")},
+                "seconds": time.time() - started,
+                "examples": {"train": len(train), "val": len(val)},
+            },
+        )
+    return report

@@ -1,0 +1,104 @@
+"""`evoh refine` on an expert collection, and `evoh eval` with the expert against `evoh collect`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoh.cli.app import app
+from evoh.config import load_recipe
+from evoh.stages.refine import refine
+from evoh.workspace import read_jsonl
+
+pytestmark = pytest.mark.engine
+runner = CliRunner()
+
+
+def evoh(*args: str):
+    return runner.invoke(app, list(args), prog_name="evoh")
+
+
+@pytest.fixture(scope="module")
+def workspace(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("ws")
+    result = evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "8", "--data", str(alfworld_data), "--set", "collect.batch_size=4")
+    assert result.exit_code == 0, result.stderr
+    return ws
+
+
+def test_refine_needs_a_finished_collection(tmp_path: Path):
+    result = evoh("refine", "-w", str(tmp_path))
+    assert result.exit_code == 2 and "collect/stage.json is missing" in result.stderr and "evoh collect -w" in result.stderr
+
+
+def test_refine_writes_chat_files_and_accounts_for_every_turn(workspace: Path):
+    result = evoh("refine", "-w", str(workspace), "--val-fraction", "0.25", "--json")
+    assert result.exit_code == 0, result.stderr
+    counts = json.loads(result.stdout)
+    report = json.loads((workspace / "refine" / "report.json").read_text())
+    source = read_jsonl(workspace / "collect" / "trajectories.jsonl").records
+    assert counts["episodes"]["input"] == len(source) == 8
+    assert counts["turns"]["input"] == sum(len(r["trace"]) for r in source)
+    turns = counts["turns"]
+    assert turns["kept"] + sum(turns["dropped"].values()) == turns["input"]
+    assert turns["train"] + turns["val"] == turns["kept"]
+    assert counts["episodes"]["val"] == 2 and counts["episodes"]["train"] == 6
+    assert sum(e["turns"] for e in report["per_episode"]) == turns["input"]
+    train = read_jsonl(workspace / "refine" / "train.jsonl").records
+    val = read_jsonl(workspace / "refine" / "val.jsonl").records
+    assert len(train) == turns["train"] and len(val) == turns["val"]
+    assert [m["role"] for m in train[0]["messages"]] == ["system", "user", "assistant"]
+    assert train[0]["messages"][2]["content"].startswith("<think>")
+    # the split is by episode: no episode gives examples to both files
+    sources = report["examples"]
+    assert {s["episode"] for s in sources["train"]}.isdisjoint({s["episode"] for s in sources["val"]})
+    assert json.loads((workspace / "refine" / "stage.json").read_text())["examples"] == {"train": len(train), "val": len(val)}
+
+
+def test_refine_drops_bad_turns_and_episodes_with_reasons(workspace: Path):
+    records = read_jsonl(workspace / "collect" / "trajectories.jsonl").records
+    broken = json.loads(json.dumps(records[:3]))
+    broken[0]["won"] = False
+    broken[1]["trace"][0].update(kind="malformed", valid=False, executed=False)
+    broken[1]["trace"][1].update(kind="meta", valid=True, executed=False)
+    broken[2]["error"] = "policy: retries exhausted"
+    train, val, report = refine(broken, load_recipe(None, ["refine.val_fraction=0"]))
+    assert report["episodes"]["dropped"] == {"below min_score": 1, "episode error": 1}
+    dropped = report["turns"]["dropped"]
+    assert dropped["malformed turn"] == 1 and dropped["failed meta-action"] == 1
+    assert report["turns"]["input"] == report["turns"]["kept"] + sum(dropped.values())
+    assert val == [] and len(train) == report["turns"]["kept"]
+
+
+def test_refine_output_loads_in_datasets(workspace: Path):
+    datasets = pytest.importorskip("datasets")
+    evoh("refine", "-w", str(workspace))
+    loaded = datasets.load_dataset("json", data_files={"train": str(workspace / "refine" / "train.jsonl")})["train"]
+    assert loaded.column_names == ["messages"] and len(loaded) > 10
+
+
+def test_eval_with_the_expert_matches_collect(workspace: Path, alfworld_data: Path):
+    result = evoh("eval", "-w", str(workspace), "--policy", "expert", "--split", "valid_seen", "--limit", "8",
+                  "--data", str(alfworld_data), "--set", "eval.batch_size=4", "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    collected = json.loads((workspace / "collect" / "summary.json").read_text())
+    assert summary["success"] == collected["success"] and summary["per_type"] == collected["per_type"]
+    assert summary["env_steps"] == collected["env_steps"] and summary["meta_per_episode"] == collected["meta_per_episode"]
+    protocol = summary["protocol"]
+    assert protocol["max_steps"] == 50 and protocol["charge_meta_actions"] is False and protocol["grammar"] == ["2.1.1"]
+    assert protocol["parser"] == "turn/1" and protocol["prompt"] == "prompt/1" and protocol["policy"]["policy"] == "expert"
+    assert (workspace / "eval" / "expert-valid_seen" / "episodes.jsonl").exists()
+    table = evoh("eval", "-w", str(workspace), "--split", "valid_seen", "--limit", "8", "--data", str(alfworld_data), "--set", "eval.batch_size=4")
+    assert table.exit_code == 0 and "avg" in table.stdout and "meta-actions" in table.stdout  # resumed: nothing replayed
+
+
+def test_eval_ablation_runs_get_their_own_folder(workspace: Path, alfworld_data: Path):
+    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--no-experience", "--mode", "inline", "--data", str(alfworld_data), "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["name"] == "expert-valid_seen-no-experience" and summary["protocol"]["modules"] == ["belief", "plan"]
+    assert summary["meta_per_episode"]["recall"]["attempted"] == 0
