@@ -56,6 +56,26 @@ class ExpertConfig:
 
 
 @dataclass
+class ModelConfig:
+    """The model behind the `openai` and `local` policies, and how it samples."""
+
+    model: str = ""  # openai: the model's name at the endpoint; local: a model directory
+    base_url: str = ""  # openai: the endpoint, e.g. http://localhost:8000/v1 (vLLM, llama.cpp, Ollama, hosted)
+    api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable holding the key (never stored)
+    adapter: str = ""  # local: a PEFT adapter directory on top of the model
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    max_tokens: int = 256  # per response
+    concurrency: int = 8  # openai: requests in flight
+    retries: int = 5  # openai: attempts after the first on 429, 5xx, timeouts, bad replies
+    timeout: float = 60.0  # openai: seconds per request
+    backoff: float = 1.0  # openai: first retry delay in seconds, doubled each time (capped at 30 s)
+    batch_size: int = 16  # local: episodes per generate() call
+    device: str = "auto"  # local: auto (CUDA when present), cpu, cuda
+    dtype: str = "auto"  # local: auto (bf16 on a GPU that has it, else fp32), float32, bfloat16, float16
+
+
+@dataclass
 class PlayConfig:
     """Which policy plays which games, and how the Experience bank evolves while it does."""
 
@@ -100,6 +120,7 @@ class Recipe:
     env: EnvConfig = field(default_factory=EnvConfig)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     expert: ExpertConfig = field(default_factory=ExpertConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
     refine: RefineConfig = field(default_factory=RefineConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)

@@ -10,7 +10,7 @@ from evoh.errors import EvohError
 from evoh.policy.base import Policy
 
 log = logging.getLogger(__name__)
-POLICIES = ("expert",)
+POLICIES = ("expert", "openai", "local")
 
 
 def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
@@ -24,4 +24,12 @@ def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
             log.warning("no train split found: the expert searches without its learned ranking")
             train = []
         return ExpertPolicy(SearchPrior.from_games(train), recipe.expert, seed)
+    if kind == "openai":
+        from evoh.policy.openai_compat import OpenAIPolicy
+
+        return OpenAIPolicy(recipe.model, seed)
+    if kind == "local":
+        from evoh.policy.local import LocalPolicy
+
+        return LocalPolicy(recipe.model, seed)
     raise EvohError(f"unknown policy {kind!r}", hint=f"use one of {', '.join(POLICIES)}")

@@ -4,8 +4,9 @@ Tasks are cut into fixed batches (``batch_size`` in id order). The Experience ba
 batch plays and consolidated after it; ``bank.json`` holds the bank and how many batches it has
 absorbed, written atomically together, so a killed run resumes at the batch it was in, with the same
 bank, skipping the episodes already written: the result is the one an uninterrupted run gives. An
-episode that ended in an error (a dead engine, a policy out of retries) is not counted as done, so a
-rerun plays it again.
+episode that ended in an error (a dead engine, a policy out of retries) is not counted as done: a
+rerun plays it again, inside its batch while that batch is open, or else in one extra batch at the end
+with the bank as it is then.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def episode_settings(recipe: Recipe) -> EpisodeSettings:
     )
 
 
+def policy_key(identity: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a policy's behaviour: its identity without where it is served from."""
+    return {k: v for k, v in identity.items() if k != "base_url"}
+
+
 @dataclass
 class Callbacks:
     on_start: Callable[[int, int], None] | None = None  # (episodes in all, already done)
@@ -79,17 +85,20 @@ def play_tasks(
     path = directory / records_file
     with JsonlLog(path) as records, EnvPool(env.workers, max_steps=env.max_steps, step_timeout=env.step_timeout) as pool:
         done = {r["fingerprint"] for r in records.records if not r.get("error")}
+        failed_before = {r["task"]["id"] for r in latest(records.records) if r.get("error")}
         if callbacks.on_start:
             ids = {t.id for t in tasks}
             callbacks.on_start(len(tasks), sum(1 for r in latest(records.records) if not r.get("error") and r["task"]["id"] in ids))
-        for index, batch in enumerate(_batches(tasks, batch_size)):
+        batches = _batches(tasks, batch_size)
+        # episodes that ended in an error inside batches already consolidated are played again at the
+        # end, with the bank as it is now, as one more batch
+        repair = [t for batch in batches[:batches_done] for t in batch if t.id in failed_before]
+        plan = [(i, b) for i, b in enumerate(batches) if i >= batches_done] + ([(None, repair)] if repair else [])
+        for index, batch in plan:
             digest = bank.digest()
 
             def key(task: Task, digest: str = digest) -> str:
-                return fingerprint({"task": task.id, "protocol": settings.protocol(), "bank": digest, "policy": identity})
-
-            if index < batches_done:
-                continue
+                return fingerprint({"task": task.id, "protocol": settings.protocol(), "bank": digest, "policy": policy_key(identity)})
 
             def finish(episode, usage, key=key) -> None:
                 record = episode.record({"fingerprint": key(episode.task), "policy": identity, "usage": usage})
@@ -104,7 +113,7 @@ def play_tasks(
                 bank, refused = consolidate(bank, [r for r in played if not r.get("error")])
                 for reason in refused:
                     log.info("bank edit refused: %s", reason)
-            _save_state(directory, bank, index + 1)
+            _save_state(directory, bank, index + 1 if index is not None else batches_done)
     by_task = {r["task"]["id"]: r for r in latest(read_jsonl(path).records)}
     return [by_task[t.id] for t in tasks if t.id in by_task], bank
 

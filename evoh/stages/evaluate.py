@@ -17,7 +17,7 @@ from evoh.config import Recipe, recipe_dict
 from evoh.env.games import data_root, load_tasks
 from evoh.harness.reward import REWARD_VERSION
 from evoh.policy.factory import build_policy
-from evoh.stages.episodes import Callbacks, check_same_run, episode_settings, play_tasks
+from evoh.stages.episodes import Callbacks, check_same_run, episode_settings, play_tasks, policy_key
 from evoh.stages.summary import summarize
 from evoh.workspace import Workspace, atomic_write_json, file_sha256
 
@@ -44,7 +44,7 @@ def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None
         "env": {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")},
         "harness": dataclasses.asdict(recipe.harness),
         "eval": {k: v for k, v in dataclasses.asdict(e).items() if k not in ("limit", "max_active")},
-        "policy": policy.identity(),
+        "policy": policy_key(policy.identity()),
     }
     started = time.time()
     with workspace.writing(stage) as directory:

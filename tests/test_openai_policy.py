@@ -1,0 +1,103 @@
+"""The OpenAI-compatible policy against a real local HTTP server with injected faults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoh.cli.app import app
+from evoh.config import ModelConfig
+from evoh.errors import EvohError
+from evoh.workspace import read_jsonl
+from tests.fake_openai import FakeOpenAI
+
+pytest.importorskip("openai")
+runner = CliRunner()
+SECRET = "sk-test-DO-NOT-LEAK-4242"
+
+
+def looker(body: dict) -> str:
+    return "<think>I will look around.</think><action>look</action>"
+
+
+def evoh(*args: str):
+    return runner.invoke(app, list(args), prog_name="evoh")
+
+
+def _run(ws: Path, server: FakeOpenAI, alfworld_data: Path, *extra: str):
+    return evoh(
+        "eval", "-w", str(ws), "--policy", "openai", "--split", "valid_seen", "--limit", "3", "--max-steps", "3",
+        "--data", str(alfworld_data), "--set", f"model.base_url={server.url}", "--set", "model.model=scripted",
+        "--set", "model.backoff=0.01", "--set", "model.retries=3", "--set", "model.timeout=1", "--json", *extra,
+    )
+
+
+def test_the_key_must_be_set(monkeypatch: pytest.MonkeyPatch):
+    from evoh.policy.openai_compat import OpenAIPolicy
+
+    monkeypatch.delenv("EVOH_TEST_KEY", raising=False)
+    with pytest.raises(EvohError, match="EVOH_TEST_KEY"):
+        OpenAIPolicy(ModelConfig(model="m", base_url="http://127.0.0.1:9/v1", api_key_env="EVOH_TEST_KEY"))
+    with pytest.raises(EvohError, match="--model NAME --base-url URL"):
+        OpenAIPolicy(ModelConfig())
+
+
+@pytest.mark.engine
+def test_episodes_complete_through_every_kind_of_fault(alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    cycle = ["429", "ok", "500", "ok", "slow", "ok", "badjson", "ok", "empty", "ok"]
+    with FakeOpenAI(looker, lambda n, body: cycle[n % len(cycle)], slow_seconds=2.5) as server:
+        result = _run(tmp_path, server, alfworld_data)
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["errors"] == 0 and summary["finished"] == 3
+    assert summary["turns"] == 3 and summary["tokens_per_episode"] == 3 * 110
+    assert server.auth == {f"Bearer {SECRET}"}
+    assert summary["policy"] == {
+        "policy": "openai", "model": "scripted", "base_url": server.url,
+        "sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0},
+    }
+    for file in tmp_path.rglob("*"):
+        if file.is_file():
+            assert SECRET not in file.read_text(errors="replace"), file
+
+
+@pytest.mark.engine
+def test_exhausted_retries_are_recorded_and_a_rerun_retries_only_those(alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    from evoh.env.games import load_tasks
+
+    first_three = load_tasks("valid_seen", alfworld_data)[:3]
+    doomed = first_three[1]
+
+    objective = _objective(doomed)
+    marked = sorted(t.id for t in first_three if _objective(t) == objective)  # trials of one game share it
+
+    def broken_for_one(n: int, body: dict) -> str:
+        return "500" if objective in body["messages"][1]["content"] else "ok"
+
+    with FakeOpenAI(looker, broken_for_one) as server:
+        first = _run(tmp_path, server, alfworld_data)
+    assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["errors"] == len(marked)
+    records = read_jsonl(tmp_path / "eval" / "openai-valid_seen" / "episodes.jsonl").records
+    failed = [r for r in records if r["error"]]
+    assert sorted(r["task"]["id"] for r in failed) == marked
+    assert "failed 4 times; last: HTTP 500" in failed[0]["error"] and SECRET not in failed[0]["error"]
+
+    with FakeOpenAI(looker) as healthy:
+        second = _run(tmp_path, healthy, alfworld_data)
+    assert second.exit_code == 0 and json.loads(second.stdout)["errors"] == 0
+    assert healthy.requests and all(objective in body["messages"][1]["content"] for body in healthy.requests)
+    assert len(healthy.requests) == 3 * len(marked)  # only the failed episodes were played again (3 turns each)
+
+
+def _objective(task) -> str:
+    from evoh.env.engine import GameEngine
+    from evoh.harness.goal import goal_text
+
+    return "Objective: " + goal_text(GameEngine(task.game_file, 1).reset().observation)
+
