@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, evaluate, games, play, refine, show
+from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -46,6 +46,9 @@ app.command("eval", help="Measure a policy on a split: success per task type and
     guarded(evaluate.evaluate)
 )
 app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
+model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
+model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on ALFWorld text.")(guarded(model.init))
+app.add_typer(model_app, name="model")
 app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
     guarded(config_cmd.config)
 )

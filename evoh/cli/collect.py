@@ -8,13 +8,13 @@ import typer
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import DataOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import AdapterOption, BaseUrlOption, DataOption, ModelOption, RecipeOption, SetOption, WorkspaceOption, resolve
 from evoh.cli.tables import summary_table
 
 
 def collect(
     workspace: WorkspaceOption,
-    teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert.")] = None,
+    teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")] = None,
@@ -23,6 +23,9 @@ def collect(
     max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")] = None,
     bank: Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")] = None,
     freeze_bank: Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    adapter: AdapterOption = None,
     data: DataOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
@@ -36,6 +39,7 @@ def collect(
         recipe, sets, collect__policy=teacher, collect__split=split, collect__limit=limit, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
         collect__freeze_bank=freeze_bank, env__data=data,
+        model__model=model, model__base_url=base_url, model__adapter=adapter,
     )
     with episode_bar("collect") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)

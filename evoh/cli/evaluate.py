@@ -8,7 +8,7 @@ import typer
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import DataOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import AdapterOption, BaseUrlOption, DataOption, ModelOption, RecipeOption, SetOption, WorkspaceOption, resolve
 from evoh.cli.tables import summary_table
 
 
@@ -18,7 +18,7 @@ def _off(flag: bool) -> bool | None:
 
 def evaluate(
     workspace: WorkspaceOption,
-    policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert (models: openai, local).")] = None,
+    policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")] = None,
@@ -31,6 +31,9 @@ def evaluate(
     workers: Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the policy's sampling.")] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    adapter: AdapterOption = None,
     data: DataOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
@@ -45,6 +48,7 @@ def evaluate(
         harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
         eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
         env__max_steps=max_steps, eval__seed=seed, env__data=data,
+        model__model=model, model__base_url=base_url, model__adapter=adapter,
     )
     with episode_bar("eval") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)

@@ -12,6 +12,9 @@ from evoh.config import Recipe, load_recipe
 WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory of this experiment.")]
 RecipeOption = Annotated[Path | None, typer.Option("--recipe", "-r", help="A TOML recipe (default: built-in defaults).")]
 SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a setting: section.key=value (repeatable).")]
+ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="openai: the model's name; local: a model directory.")]
+BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="openai: the endpoint, e.g. http://localhost:8000/v1.")]
+AdapterOption = Annotated[str | None, typer.Option("--adapter", help="local: a PEFT adapter directory on top of --model.")]
 DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]
 
 

@@ -1,0 +1,29 @@
+"""`evoh model init`: a base model built here, for CPU work without a download."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evoh.cli.output import print_json
+from evoh.errors import EvohError
+
+def init(
+    out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
+    data: Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")] = None,
+    size: Annotated[str, typer.Option("--size", help="tiny (~1M parameters, tests) or small (a few million, demos).")] = "tiny",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the tokenizer corpus and the weights.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
+) -> None:
+    from evoh.models.tiny import build
+
+    if out.exists() and any(out.iterdir()) and not force:
+        raise EvohError(f"{out} is not empty", hint="pick a new --out, or pass --force to overwrite it")
+    info = build(out, data, size, seed)
+    if as_json:
+        print_json(info)
+    else:
+        typer.echo(f"{info['size']} model, {info['parameters']:,} parameters, vocabulary {info['vocab']}: {info['path']}")

@@ -1,0 +1,75 @@
+"""A tiny random local model built here: the model directory, and `evoh eval` / `evoh collect` with it on real games."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoh.cli.app import app
+from evoh.workspace import read_jsonl
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.engine
+runner = CliRunner()
+
+
+def evoh(*args: str):
+    return runner.invoke(app, list(args), prog_name="evoh")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    result = evoh("model", "init", "--out", str(out), "--data", str(alfworld_data), "--json")
+    assert result.exit_code == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert 500_000 < info["parameters"] < 2_000_000
+    return out
+
+
+def test_the_model_directory_loads_offline_with_plain_transformers(tiny_model: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert model.config.model_type == "qwen3"
+    for token in ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<|endoftext|>"):
+        assert tokenizer.convert_tokens_to_ids(token) != tokenizer.unk_token_id
+    messages = [{"role": "user", "content": "Objective: put a hot apple in fridge."}, {"role": "assistant", "content": "<action>look</action>"}]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    assert any(rendered["assistant_masks"]) and not all(rendered["assistant_masks"])  # assistant-only loss can mask
+    assert evoh("model", "init", "--out", str(tiny_model)).exit_code == 2  # never overwrites without --force
+
+
+def test_eval_with_a_random_local_model_records_its_turns_as_invalid(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
+    result = evoh(
+        "eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
+        "--limit", "2", "--max-steps", "4", "--data", str(alfworld_data), "--set", "model.max_tokens=16", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["finished"] == 2 and summary["errors"] == 0 and summary["success"] == 0.0
+    assert summary["invalid_rate"] > 0.5 and summary["tokens_per_episode"] > 0
+    assert summary["policy"]["policy"] == "local" and summary["policy"]["sampling"]["max_tokens"] == 16
+    records = read_jsonl(tmp_path / "eval" / "local-valid_seen" / "episodes.jsonl").records
+    assert all(r["usage"]["policy_calls"] == r["turns"] for r in records)
+    assert any(t["outcome"] in ("malformed", "invalid") for r in records for t in r["trace"])
+
+
+def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
+    result = evoh(
+        "collect", "-w", str(tmp_path), "--teacher", "local", "--model", str(tiny_model), "--split", "valid_seen",
+        "--limit", "2", "--max-steps", "3", "--data", str(alfworld_data), "--set", "model.max_tokens=8", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["episodes"] == 2 and summary["policy"]["policy"] == "local"
+    assert (tmp_path / "collect" / "stage.json").exists()
+
+
+def test_a_missing_model_directory_is_a_clear_error(tmp_path: Path, alfworld_data: Path):
+    result = evoh("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tmp_path / "none"), "--data", str(alfworld_data))
+    assert result.exit_code == 2 and "is not a model directory" in result.stderr and "evoh model init" in result.stderr
