@@ -15,6 +15,17 @@ def alfworld_data() -> Path:
     return require_alfworld_data()
 
 
+@pytest.fixture(scope="session")
+def tiny_model(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ~1M-parameter random Qwen3 with an ALFWorld tokenizer, built once per test session."""
+    pytest.importorskip("transformers")
+    from evoh.models.tiny import build
+
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    build(out, alfworld_data, "tiny", seed=0)
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

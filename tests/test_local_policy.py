@@ -20,14 +20,14 @@ def evoh(*args: str):
     return runner.invoke(app, list(args), prog_name="evoh")
 
 
-@pytest.fixture(scope="module")
-def tiny_model(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("models") / "tiny"
+def test_model_init_describes_what_it_built(alfworld_data: Path, tmp_path: Path):
+    out = tmp_path / "tiny"
     result = evoh("model", "init", "--out", str(out), "--data", str(alfworld_data), "--json")
     assert result.exit_code == 0, result.stderr
     info = json.loads(result.stdout)
-    assert 500_000 < info["parameters"] < 2_000_000
-    return out
+    assert 500_000 < info["parameters"] < 2_000_000 and info["size"] == "tiny"
+    assert (out / "model.safetensors").exists() and (out / "tokenizer.json").exists()
+    assert evoh("model", "init", "--out", str(out)).exit_code == 2  # never overwrites without --force
 
 
 def test_the_model_directory_loads_offline_with_plain_transformers(tiny_model: Path):
@@ -41,7 +41,6 @@ def test_the_model_directory_loads_offline_with_plain_transformers(tiny_model: P
     messages = [{"role": "user", "content": "Objective: put a hot apple in fridge."}, {"role": "assistant", "content": "<action>look</action>"}]
     rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert any(rendered["assistant_masks"]) and not all(rendered["assistant_masks"])  # assistant-only loss can mask
-    assert evoh("model", "init", "--out", str(tiny_model)).exit_code == 2  # never overwrites without --force
 
 
 def test_eval_with_a_random_local_model_records_its_turns_as_invalid(tiny_model: Path, alfworld_data: Path, tmp_path: Path):

@@ -80,6 +80,29 @@ def test_refine_output_loads_in_datasets(workspace: Path):
     assert loaded.column_names == ["messages"] and len(loaded) > 10
 
 
+def test_trl_sft_trainer_accepts_the_refined_files(workspace: Path, tiny_model: Path, tmp_path: Path):
+    datasets = pytest.importorskip("datasets")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    evoh("refine", "-w", str(workspace))
+    files = {name: str(workspace / "refine" / f"{name}.jsonl") for name in ("train", "val")}
+    data = datasets.load_dataset("json", data_files=files)
+    args = SFTConfig(
+        output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, assistant_only_loss=True,
+        use_cpu=True, bf16=False, report_to=[], max_length=2048, logging_steps=1, save_strategy="no",
+    )
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model), args=args, train_dataset=data["train"],
+        eval_dataset=data["val"], processing_class=AutoTokenizer.from_pretrained(tiny_model),
+    )
+    labels = trainer.train_dataset[0]["labels"]
+    learned = [t for t in labels if t != -100]
+    assert 0 < len(learned) < len(labels)  # only the teacher's response is learned, not the prompt
+    trainer.train()
+    assert trainer.state.global_step == 2
+
+
 def test_eval_with_the_expert_matches_collect(workspace: Path, alfworld_data: Path):
     result = evoh("eval", "-w", str(workspace), "--policy", "expert", "--split", "valid_seen", "--limit", "8",
                   "--data", str(alfworld_data), "--set", "eval.batch_size=4", "--json")
