@@ -125,3 +125,19 @@ def test_eval_ablation_runs_get_their_own_folder(workspace: Path, alfworld_data:
     summary = json.loads(result.stdout)
     assert summary["name"] == "expert-valid_seen-no-experience" and summary["protocol"]["modules"] == ["belief", "plan"]
     assert summary["meta_per_episode"]["recall"]["attempted"] == 0
+
+
+def test_report_puts_runs_side_by_side(workspace: Path, alfworld_data: Path, tmp_path: Path):
+    for extra in (["--set", "eval.batch_size=4"], ["--no-experience"]):  # the settings these runs were made with
+        assert evoh("eval", "-w", str(workspace), "--limit", "2", "--data", str(alfworld_data), *extra).exit_code == 0
+    runs = sorted((workspace / "eval").iterdir())
+    result = evoh("report", *map(str, runs), "--out", str(tmp_path / "report"))
+    assert result.exit_code == 0, result.stderr
+    for run in runs:
+        assert run.name in result.stdout
+    png = (tmp_path / "report" / "report.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert text.startswith("| run | split | pick | look | clean | heat | cool | pick2 | avg |")
+    assert text.count("\n| expert-valid_seen") == len(runs) and "![success per task type" in text
+    assert evoh("report", str(tmp_path)).exit_code == 2

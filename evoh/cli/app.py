@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, show
+from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, report, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ app.command("refine", help="Turn teacher episodes into SFT train/val files in th
 app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
     guarded(evaluate.evaluate)
 )
+app.command("report", help="Put eval runs side by side: a table, a PNG chart and a Markdown file.")(guarded(report.report))
 app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
 model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
 model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on ALFWorld text.")(guarded(model.init))

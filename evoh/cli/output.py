@@ -29,9 +29,11 @@ def stderr_console():
 
 
 def stdout_console():
+    """Tables on stdout; when piped, wide enough that no column is cut (rich would assume 80)."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True)
+    return console if console.is_terminal else Console(highlight=False, soft_wrap=True, width=160)
 
 
 def print_json(data: Any) -> None:

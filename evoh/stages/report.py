@@ -1,0 +1,101 @@
+"""`evoh report`: several eval runs side by side, as a table, a PNG chart and a Markdown file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.errors import EvohError
+from evoh.harness.turns import META_VERBS
+
+COLUMNS = ("pick", "look", "clean", "heat", "cool", "pick2")
+
+
+def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
+    """Each path is an eval run folder (or its summary.json); the label is the run's name."""
+    runs = []
+    for path in paths:
+        file = path if path.is_file() else path / "summary.json"
+        if not file.is_file():
+            raise EvohError(f"{path} holds no summary.json", hint="pass eval run folders: WS/eval/<name>")
+        summary = orjson.loads(file.read_bytes())
+        if "per_type" not in summary:
+            raise EvohError(f"{file} is not an evaluation summary", hint="pass folders written by evoh eval")
+        label = summary.get("name") or file.parent.name
+        runs.append({"label": label, "summary": summary, "path": str(file)})
+    return runs
+
+
+def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    table = []
+    for run in runs:
+        s = run["summary"]
+        row = {"run": run["label"], "split": s.get("split", "")}
+        for column in COLUMNS:
+            value = s["per_type"][column]["success"]
+            row[column] = None if value is None else 100 * value
+        row["avg"] = 100 * s["success"]
+        row["episodes"] = s["finished"]
+        row["env_steps"] = s["env_steps"]
+        row["meta"] = s["meta_actions"]
+        row.update({f"meta_{verb}": s["meta_per_episode"][verb]["attempted"] for verb in META_VERBS})
+        table.append(row)
+    return table
+
+
+def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
+    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+    for row in table:
+        cells = [row["run"], row["split"]]
+        cells += ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
+        usage = " / ".join(f"{row[f'meta_{v}']:.2f}" for v in META_VERBS)
+        cells += [str(row["episodes"]), f"{row['env_steps']:.1f}", f"{row['meta']:.2f} ({usage})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note).\n"
+    if chart:
+        text += f"\n![success per task type and meta-actions per episode]({chart})\n"
+    return text
+
+
+def chart(table: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    groups = [*COLUMNS, "avg"]
+    width = 0.8 / max(1, len(table))
+    for i, row in enumerate(table):
+        xs = [g + i * width for g in range(len(groups))]
+        left.bar(xs, [row[c] or 0 for c in groups], width, label=row["run"])
+    left.set_xticks([g + width * (len(table) - 1) / 2 for g in range(len(groups))], groups)
+    left.set_ylabel("success (%)")
+    left.set_ylim(0, 105)
+    left.set_title("Success per task type")
+    left.legend(fontsize=8)
+    bottom = [0.0] * len(table)
+    for verb in META_VERBS:
+        values = [row[f"meta_{verb}"] for row in table]
+        right.bar([row["run"] for row in table], values, bottom=bottom, label=verb)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    right.set_ylabel("per episode")
+    right.set_title("Meta-actions per episode")
+    right.legend(fontsize=8)
+    right.tick_params(axis="x", labelrotation=20, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def run(paths: list[Path], out: Path) -> dict[str, Any]:
+    runs = load_runs(paths)
+    table = rows(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / "report.png"
+    chart(table, png)
+    (out / "report.md").write_text(markdown(table, png.name))
+    return {"rows": table, "png": str(png), "markdown": str(out / "report.md")}
