@@ -1,0 +1,142 @@
+"""Batched lock-step generation against one episode at a time, and the size of each turn's prompt.
+
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--episodes 16]
+
+1. A small local model (built here with `evoh model init --size small` unless --model is given) plays the
+   same episodes twice through the shared rollout: all in lock-step with one batched generate() per step,
+   then one episode at a time. Prints generated tokens/s and turns/s of each. Target: >= 4x on CPU.
+   A random model never stops early, so every response is exactly that many tokens long.
+2. Prompt tokens at turns 1, 10, 30 and 50 of one 50-step episode: evoh's per-turn prompt (inline
+   harness) against a ReAct transcript that carries every earlier observation and action.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from evoh.config import ModelConfig
+from evoh.env.games import load_tasks
+from evoh.env.pool import EnvPool
+from evoh.harness.episode import EpisodeSettings
+from evoh.harness.experience import Bank
+from evoh.harness.turns import format_turn
+from evoh.policy.base import Completion
+from evoh.policy.local import LocalPolicy
+from evoh.rollout import rollout
+
+
+class Timed:
+    """Wraps a policy to time its act() calls: the generation side of a rollout."""
+
+    def __init__(self, policy: LocalPolicy) -> None:
+        self.policy = policy
+        self.seconds = 0.0
+
+    def identity(self) -> dict:
+        return self.policy.identity()
+
+    def forget(self, key) -> None:
+        self.policy.forget(key)
+
+    def act(self, views):
+        started = time.perf_counter()
+        try:
+            return self.policy.act(views)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def play(policy: LocalPolicy, tasks, max_steps: int, active: int) -> dict[str, float]:
+    tokens = turns = 0
+    timed = Timed(policy)
+
+    def finish(episode, usage) -> None:
+        nonlocal tokens, turns
+        tokens += usage["completion_tokens"]
+        turns += episode.turns
+
+    with EnvPool(2, max_steps=max_steps) as pool:
+        pool.reset({"warm": tasks[0]})
+        pool.release(["warm"])
+        started = time.perf_counter()
+        rollout([(t.id, t) for t in tasks], timed, pool, EpisodeSettings(max_steps=max_steps), Bank(), finish, max_active=active)
+        elapsed = time.perf_counter() - started
+    return {
+        "seconds": elapsed, "turns_per_s": turns / elapsed, "turns": turns,
+        "tokens_per_s": tokens / timed.seconds, "generation_seconds": timed.seconds,
+    }
+
+
+class RandomWalker:
+    """Random admissible commands: a long episode to measure prompt growth on."""
+
+    def __init__(self) -> None:
+        self.rng = random.Random(0)
+
+    def identity(self) -> dict:
+        return {"policy": "random"}
+
+    def forget(self, key) -> None:
+        pass
+
+    def act(self, views):
+        return [Completion(format_turn("I will try something.", self.rng.choice(v.admissible))) for v in views]
+
+
+def prompt_growth(tokenizer, task, checkpoints=(1, 10, 30, 50)) -> list[tuple[int, int, int]]:
+    records = []
+    with EnvPool(1, max_steps=50) as pool:
+        rollout([(task.id, task)], RandomWalker(), pool, EpisodeSettings(max_steps=50), Bank(), lambda e, u: records.append(e.record()))
+    record = records[0]
+    rows = []
+    transcript = [{"role": "system", "content": record["system"]}, {"role": "user", "content": record["objective"]}]
+    for number, turn in enumerate(record["trace"], start=1):
+        if number in checkpoints:
+            per_turn = len(tokenizer.apply_chat_template(
+                [{"role": "system", "content": record["system"]}, {"role": "user", "content": turn["user"]}],
+                tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"])
+            react = len(tokenizer.apply_chat_template(transcript, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"])
+            rows.append((number, per_turn, react))
+        transcript += [{"role": "assistant", "content": turn["response"]}, {"role": "user", "content": turn["result"]}]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a model directory (default: build a `small` one)")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--max-steps", type=int, default=6, help="turns per episode in the throughput runs")
+    parser.add_argument("--max-tokens", type=int, nargs="+", default=[32, 128], help="response lengths to measure")
+    args = parser.parse_args()
+    model = args.model
+    if not model:
+        from evoh.models.tiny import build
+
+        model = str(Path(tempfile.mkdtemp()) / "small")
+        info = build(Path(model), size="small")
+        print(f"built a small model: {info['parameters']:,} parameters")
+    tasks = load_tasks("valid_seen")[: args.episodes]
+    print(f"{len(tasks)} episodes x {args.max_steps} turns on CPU; tokens/s counts generation time, turns/s the whole rollout")
+    for max_tokens in args.max_tokens:
+        results = {}
+        for name, batch, active in (("lock-step, batched", args.episodes, args.episodes), ("one episode at a time", 1, 1)):
+            policy = LocalPolicy(ModelConfig(model=model, max_tokens=max_tokens, batch_size=batch))
+            results[name] = play(policy, tasks, args.max_steps, active)
+        base = results["one episode at a time"]
+        print(f"responses of up to {max_tokens} tokens:")
+        for name, r in results.items():
+            print(
+                f"  {name:<22} {r['tokens_per_s']:8.1f} tokens/s ({r['tokens_per_s'] / base['tokens_per_s']:.1f}x) "
+                f"{r['turns_per_s']:7.2f} turns/s ({r['turns_per_s'] / base['turns_per_s']:.1f}x)"
+            )
+    print("prompt tokens at turn: evoh per-turn prompt (inline harness) vs a ReAct transcript")
+    for number, per_turn, react in prompt_growth(policy.tokenizer, tasks[0]):
+        print(f"  turn {number:>2}: {per_turn:6d} vs {react:6d}")
+
+
+if __name__ == "__main__":
+    main()
