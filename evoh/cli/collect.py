@@ -8,7 +8,23 @@ import typer
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import AdapterOption, BaseUrlOption, DataOption, ModelOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import (
+    AdapterOption,
+    BankOption,
+    BaseUrlOption,
+    DataOption,
+    FreezeBankOption,
+    JsonOption,
+    LimitOption,
+    MaxStepsOption,
+    ModeOption,
+    ModelOption,
+    RecipeOption,
+    SetOption,
+    WorkersOption,
+    WorkspaceOption,
+    resolve,
+)
 from evoh.cli.tables import summary_table
 
 
@@ -16,20 +32,20 @@ def collect(
     workspace: WorkspaceOption,
     teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")] = None,
+    limit: LimitOption = None,
+    workers: WorkersOption = None,
+    mode: ModeOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the teacher's choices.")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")] = None,
-    bank: Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")] = None,
-    freeze_bank: Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")] = None,
+    max_steps: MaxStepsOption = None,
+    bank: BankOption = None,
+    freeze_bank: FreezeBankOption = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
     adapter: AdapterOption = None,
     data: DataOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
     from evoh.stages import collect as stage

@@ -8,7 +8,23 @@ import typer
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import AdapterOption, BaseUrlOption, DataOption, ModelOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import (
+    AdapterOption,
+    BankOption,
+    BaseUrlOption,
+    DataOption,
+    FreezeBankOption,
+    JsonOption,
+    LimitOption,
+    MaxStepsOption,
+    ModeOption,
+    ModelOption,
+    RecipeOption,
+    SetOption,
+    WorkersOption,
+    WorkspaceOption,
+    resolve,
+)
 from evoh.cli.tables import summary_table
 
 
@@ -20,16 +36,16 @@ def evaluate(
     workspace: WorkspaceOption,
     policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")] = None,
+    limit: LimitOption = None,
+    mode: ModeOption = None,
     no_belief: Annotated[bool, typer.Option("--no-belief", help="Ablation: without the Belief module.")] = False,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Ablation: without the Progress module.")] = False,
     no_experience: Annotated[bool, typer.Option("--no-experience", help="Ablation: without the Experience module.")] = False,
-    bank: Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")] = None,
-    freeze_bank: Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")] = None,
+    bank: BankOption = None,
+    freeze_bank: FreezeBankOption = None,
     name: Annotated[str | None, typer.Option("--name", help="The run's folder under eval/ (default: POLICY-SPLIT).")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")] = None,
+    workers: WorkersOption = None,
+    max_steps: MaxStepsOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the policy's sampling.")] = None,
     model: ModelOption = None,
     base_url: BaseUrlOption = None,
@@ -37,7 +53,7 @@ def evaluate(
     data: DataOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
     from evoh.stages import evaluate as stage

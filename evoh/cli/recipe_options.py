@@ -15,6 +15,13 @@ SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a s
 ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="openai: the model's name; local: a model directory.")]
 BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="openai: the endpoint, e.g. http://localhost:8000/v1.")]
 AdapterOption = Annotated[str | None, typer.Option("--adapter", help="local: a PEFT adapter directory on top of --model.")]
+LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")]
+WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
+ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]
+MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")]
+BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")]
+FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]
 
 

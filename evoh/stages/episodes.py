@@ -11,7 +11,9 @@ with the bank as it is then.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,17 +21,27 @@ from typing import Any
 
 import orjson
 
-from evoh.config import EnvConfig, Recipe
+from evoh.config import EnvConfig, PlayConfig, Recipe, recipe_dict, recipe_toml
 from evoh.env.pool import EnvPool
 from evoh.env.types import Task
 from evoh.errors import EvohError
 from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.prompts import HarnessModules, demonstrations
+from evoh.harness.reward import REWARD_VERSION
 from evoh.policy.base import Policy
 from evoh.rollout import rollout
-from evoh.stages.summary import latest
-from evoh.workspace import JsonlLog, atomic_write_json, fingerprint, read_jsonl
+from evoh.stages.summary import latest, summarize
+from evoh.workspace import (
+    RECIPE_FILE,
+    JsonlLog,
+    Workspace,
+    atomic_write_bytes,
+    atomic_write_json,
+    file_sha256,
+    fingerprint,
+    read_jsonl,
+)
 
 log = logging.getLogger(__name__)
 
@@ -150,3 +162,67 @@ def _load_state(directory: Path, start_bank: str) -> tuple[Bank, int]:
 
 def _save_state(directory: Path, bank: Bank, batches_done: int) -> None:
     atomic_write_json(directory / "bank.json", {**bank.to_dict(), "batches_done": batches_done})
+
+
+def run_split(
+    recipe: Recipe,
+    workspace: Workspace,
+    stage: str,
+    play: PlayConfig,
+    records_file: str,
+    callbacks: Callbacks | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``."""
+    from evoh import __version__
+    from evoh.env.games import data_root, load_tasks
+    from evoh.policy.factory import build_policy
+
+    data = data_root(recipe.env.data or None)
+    tasks = load_tasks(play.split, data, play.limit or None)
+    settings = episode_settings(recipe)
+    policy = build_policy(play.policy, recipe, play.seed)
+    run_key = {
+        "env": {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")},
+        "harness": dataclasses.asdict(recipe.harness),
+        "play": {k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
+        "policy": policy_key(policy.identity()),
+    }
+    started = time.time()
+    with workspace.writing(stage) as directory:
+        check_same_run(directory, run_key)
+        atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
+        records, bank = play_tasks(
+            tasks, policy, settings, recipe.env, directory, records_file, start_bank=play.bank,
+            batch_size=play.batch_size, max_active=play.max_active, freeze_bank=play.freeze_bank, callbacks=callbacks,
+        )
+        summary = {
+            **summarize(records),
+            **(extra or {}),
+            "split": play.split,
+            "protocol": {
+                **settings.protocol(),
+                "grammar": sorted({t.grammar for t in tasks}),
+                "bank": bank.digest(),
+                "start_bank": play.bank or None,
+                "freeze_bank": play.freeze_bank,
+                "policy": policy.identity(),
+                "reward": REWARD_VERSION,
+            },
+            "policy": policy.identity(),
+            "evoh_version": __version__,
+        }
+        atomic_write_json(directory / "summary.json", summary)
+        workspace.finish(
+            stage,
+            {
+                "config": recipe_dict(recipe),
+                "inputs": {"data": str(data), "bank": {"path": play.bank, "sha256": file_sha256(Path(play.bank))} if play.bank else None},
+                "seed": play.seed,
+                "seconds": time.time() - started,
+                "episodes": summary["episodes"],
+                "success": summary["success"],
+                "grammar": summary["protocol"]["grammar"],
+            },
+        )
+    return summary
