@@ -114,6 +114,31 @@ class RefineConfig:
 
 
 @dataclass
+class SftConfig:
+    """Stage one: LoRA (or QLoRA) supervised fine-tuning on refine/train.jsonl with TRL's SFTTrainer."""
+
+    model: str = ""  # the base model directory
+    lora_r: int = 64
+    lora_alpha: int = 128
+    lora_dropout: float = 0.05
+    target: str = "all-linear"  # LoRA target modules: all-linear, or names separated by commas
+    load_in_4bit: bool = False  # QLoRA: NF4 base weights through bitsandbytes (CUDA only)
+    epochs: float = 4.0
+    max_steps: int = -1  # > 0 overrides epochs
+    lr: float = 1e-5
+    scheduler: str = "cosine"
+    warmup_ratio: float = 0.1
+    batch_size: int = 16  # examples per optimizer step, across devices and accumulation
+    per_device_batch: int = 4
+    max_length: int = 4096
+    save_steps: int = 50
+    eval_steps: int = 50
+    logging_steps: int = 5
+    gradient_checkpointing: bool = False  # saves GPU memory; off on CPU, where it fails
+    seed: int = 0
+
+
+@dataclass
 class Recipe:
     """A whole experiment's settings, one field per TOML section."""
 
@@ -123,6 +148,7 @@ class Recipe:
     model: ModelConfig = field(default_factory=ModelConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
     refine: RefineConfig = field(default_factory=RefineConfig)
+    sft: SftConfig = field(default_factory=SftConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, report, show
+from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, report, sft, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -42,6 +42,7 @@ app.command("games", help="Count the ALFWorld games per split and task type, and
 app.command("play", help="Play one ALFWorld game in the terminal, or replay a file of commands.")(guarded(play.play))
 app.command("collect", help="Play teacher episodes on a split and write WS/collect/ (resumable).")(guarded(collect.collect))
 app.command("refine", help="Turn teacher episodes into SFT train/val files in the chat format TRL reads.")(guarded(refine.refine))
+app.command("sft", help="Stage one: LoRA/QLoRA fine-tuning on WS/refine/ with TRL's SFTTrainer (resumable).")(guarded(sft.sft))
 app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
     guarded(evaluate.evaluate)
 )

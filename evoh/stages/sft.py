@@ -1,0 +1,165 @@
+"""`evoh sft`: stage one, LoRA or QLoRA fine-tuning on refined teacher turns with TRL's SFTTrainer.
+
+Loss is on the assistant's response only (the chat template marks it). Checkpoints go to
+``sft/checkpoints/`` and ``--resume`` continues from the last one; every logged value goes to
+``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``. Under torchrun or
+``accelerate launch`` every process trains and only the main one writes evoh's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.config import Recipe, recipe_dict
+from evoh.errors import EvohError
+from evoh.workspace import Workspace, file_sha256
+
+STAGE = "sft"
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _world() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_4bit(load_in_4bit: bool) -> None:
+    """QLoRA needs CUDA: bitsandbytes 4-bit on a CPU silently loses gradients after an eval-mode forward."""
+    if not load_in_4bit:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise EvohError(
+            "--load-in-4bit (QLoRA) needs a CUDA GPU, and none is visible",
+            hint="drop --load-in-4bit to train LoRA on full-precision weights here, or run on a GPU node",
+        )
+
+
+def model_identity(model_dir: Path) -> dict[str, Any]:
+    config = model_dir / "config.json"
+    weights = sorted(model_dir.glob("*.safetensors"))
+    return {
+        "path": str(model_dir.resolve()),
+        "config_sha256": file_sha256(config),
+        "weights_sha256": {w.name: file_sha256(w) for w in weights[:1]},  # the first shard identifies it cheaply
+    }
+
+
+def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
+    c = recipe.sft
+    workspace.require("refine")
+    model_dir = Path(c.model)
+    if not c.model or not (model_dir / "config.json").exists():
+        raise EvohError(f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)")
+    check_4bit(c.load_in_4bit)
+
+    import torch
+    from datasets import load_dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    data_dir = workspace.path("refine")
+    files = {"train": str(data_dir / "train.jsonl")}
+    if (data_dir / "val.jsonl").stat().st_size > 0:
+        files["val"] = str(data_dir / "val.jsonl")
+    data = load_dataset("json", data_files=files)
+    cuda = torch.cuda.is_available()
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    world = _world()
+    accumulation = max(1, c.batch_size // (c.per_device_batch * world))
+
+    lock = workspace.writing(STAGE) if _rank() == 0 else contextlib.nullcontext(workspace.path(STAGE))
+    started = time.time()
+    checkpoints = workspace.path(STAGE) / "checkpoints"
+    if checkpoints.exists() and any(checkpoints.glob("checkpoint-*")) and not resume:
+        raise EvohError(
+            f"{checkpoints} holds checkpoints of an earlier run",
+            hint="pass --resume to continue it, or delete the sft/ folder to start over",
+        )
+    with lock as directory:
+        directory = Path(directory)
+        quantization = None
+        if c.load_in_4bit:
+            from transformers import BitsAndBytesConfig
+
+            quantization = BitsAndBytesConfig(
+                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
+            )
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=torch.bfloat16 if bf16 else torch.float32, quantization_config=quantization,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
+        lora = LoraConfig(r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout, target_modules=target, task_type="CAUSAL_LM")
+        args = SFTConfig(
+            output_dir=str(checkpoints),
+            num_train_epochs=c.epochs,
+            max_steps=c.max_steps,
+            learning_rate=c.lr,
+            lr_scheduler_type=c.scheduler,
+            warmup_steps=c.warmup_ratio,  # a float below 1 is a share of the total steps
+            per_device_train_batch_size=c.per_device_batch,
+            per_device_eval_batch_size=c.per_device_batch,
+            gradient_accumulation_steps=accumulation,
+            max_length=c.max_length,
+            assistant_only_loss=True,
+            use_cpu=not cuda,
+            bf16=bf16,
+            gradient_checkpointing=c.gradient_checkpointing and cuda,
+            save_strategy="steps",
+            save_steps=c.save_steps,
+            eval_strategy="steps" if "val" in files else "no",
+            eval_steps=c.eval_steps,
+            logging_steps=c.logging_steps,
+            report_to=[],
+            seed=c.seed,
+            disable_tqdm=not os.isatty(2),
+        )
+        metrics_file = directory / "metrics.jsonl"
+
+        class MetricsToJsonl(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if state.is_world_process_zero and logs:
+                    with open(metrics_file, "ab") as f:
+                        f.write(orjson.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + b"\n")
+
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=data["train"], eval_dataset=data.get("val"),
+            processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl()],
+        )
+        with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
+            result = trainer.train(resume_from_checkpoint=True if resume and any(checkpoints.glob("checkpoint-*")) else None)
+            final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
+            if "val" in files:
+                final["eval_loss"] = trainer.evaluate()["eval_loss"]
+        if trainer.is_world_process_zero():
+            adapter = directory / "adapter"
+            trainer.model.save_pretrained(adapter, safe_serialization=True)
+            tokenizer.save_pretrained(adapter)
+            workspace.finish(
+                STAGE,
+                {
+                    "config": recipe_dict(recipe)["sft"],
+                    "base_model": model_identity(model_dir),
+                    "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
+                    "processes": world,
+                    "gradient_accumulation": accumulation,
+                    "precision": "bf16" if bf16 else "fp32",
+                    "quantization": "nf4" if c.load_in_4bit else None,
+                    "seconds": time.time() - started,
+                    **final,
+                },
+            )
+    return final

@@ -1,0 +1,78 @@
+"""`evoh sft` on CPU with the tiny model: the adapter trains, metrics and checkpoints are written, resume continues."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evoh.cli.app import app
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.engine
+runner = CliRunner()
+
+
+def evoh(*args: str):
+    return runner.invoke(app, list(args), prog_name="evoh")
+
+
+@pytest.fixture(scope="module")
+def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ws = tmp_path_factory.mktemp("ws")
+    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "3", "--data", str(alfworld_data)).exit_code == 0
+    assert evoh("refine", "-w", str(ws), "--val-fraction", "0.34").exit_code == 0
+    return ws
+
+
+def _sft(ws: Path, model: Path, steps: int, *extra: str):
+    return evoh(
+        "sft", "-w", str(ws), "--model", str(model), "--max-steps", str(steps), "--lr", "5e-3", "--lora-r", "8",
+        "--lora-alpha", "16", "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.save_steps=3",
+        "--set", "sft.eval_steps=3", "--set", "sft.logging_steps=1", "--set", "sft.max_length=1024", "--json", *extra,
+    )
+
+
+def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
+    from safetensors.torch import load_file
+
+    first = _sft(refined, tiny_model, 3)
+    assert first.exit_code == 0, first.stderr
+    result = json.loads(first.stdout)  # stdout holds only the result: the trainer's logs went to stderr
+    assert result["global_step"] == 3 and "eval_loss" in result
+    sft = refined / "sft"
+    weights = load_file(sft / "adapter" / "adapter_model.safetensors")
+    lora_b = [t for name, t in weights.items() if "lora_B" in name]
+    assert lora_b and any(t.abs().sum() > 0 for t in lora_b)  # B starts at zero: training moved it
+    assert json.loads((sft / "adapter" / "adapter_config.json").read_text())["r"] == 8
+    stage = json.loads((sft / "stage.json").read_text())
+    assert stage["base_model"]["path"] == str(tiny_model.resolve()) and stage["inputs"]["train"]["sha256"]
+    assert stage["precision"] == "fp32" and stage["quantization"] is None
+    logged = [json.loads(line) for line in (sft / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if "loss" in m] == [1, 2, 3] and any("eval_loss" in m for m in logged)
+
+    again = _sft(refined, tiny_model, 5)
+    assert again.exit_code == 2 and "--resume" in again.stderr  # never silently restarts over checkpoints
+    assert (sft / "stage.json").exists()  # and a refused run loses nothing
+    resumed = _sft(refined, tiny_model, 5, "--resume")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["global_step"] == 5
+    steps = [json.loads(line)["step"] for line in (sft / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3, not from zero
+
+
+def test_qlora_without_cuda_is_refused_with_what_to_do(refined: Path, tiny_model: Path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = evoh("sft", "-w", str(refined), "--model", str(tiny_model), "--load-in-4bit")
+    assert result.exit_code == 2
+    assert "needs a CUDA GPU" in result.stderr and "drop --load-in-4bit" in result.stderr
+
+
+def test_sft_needs_refined_data(tmp_path: Path, tiny_model: Path):
+    result = evoh("sft", "-w", str(tmp_path), "--model", str(tiny_model))
+    assert result.exit_code == 2 and "evoh refine -w" in result.stderr
