@@ -76,3 +76,25 @@ def test_qlora_without_cuda_is_refused_with_what_to_do(refined: Path, tiny_model
 def test_sft_needs_refined_data(tmp_path: Path, tiny_model: Path):
     result = evoh("sft", "-w", str(tmp_path), "--model", str(tiny_model))
     assert result.exit_code == 2 and "evoh refine -w" in result.stderr
+
+
+def test_torchrun_trains_with_two_cpu_processes(refined: Path, tiny_model: Path, tmp_path: Path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    shutil.copytree(refined, ws, ignore=shutil.ignore_patterns("sft"))
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "evoh", "sft", "-w", str(ws),
+        "--model", str(tiny_model), "--max-steps", "2", "--set", "sft.batch_size=4", "--set", "sft.per_device_batch=2",
+        "--set", "sft.max_length=1024", "--json",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["global_step"] == 2  # one process reports
+    stage = json.loads((ws / "sft" / "stage.json").read_text())
+    assert stage["processes"] == 2 and stage["gradient_accumulation"] == 1
+    assert (ws / "sft" / "adapter" / "adapter_model.safetensors").exists()

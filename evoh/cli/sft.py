@@ -33,6 +33,8 @@ def sft(
         sft__load_in_4bit=load_in_4bit, sft__epochs=epochs, sft__max_steps=max_steps, sft__lr=lr,
     )
     result = stage.run(resolved, Workspace(workspace), resume=resume)
+    if not stage.is_main_process():
+        return  # under torchrun / accelerate launch, one process reports
     if as_json:
         print_json(result)
     else:

@@ -28,6 +28,10 @@ def _rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def is_main_process() -> bool:
+    return _rank() == 0
+
+
 def _world() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
