@@ -98,3 +98,36 @@ def test_torchrun_trains_with_two_cpu_processes(refined: Path, tiny_model: Path,
     stage = json.loads((ws / "sft" / "stage.json").read_text())
     assert stage["processes"] == 2 and stage["gradient_accumulation"] == 1
     assert (ws / "sft" / "adapter" / "adapter_model.safetensors").exists()
+
+
+def test_export_merges_into_a_model_plain_transformers_loads(refined: Path, tiny_model: Path, tmp_path: Path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (refined / "sft" / "stage.json").exists():
+        assert _sft(refined, tiny_model, 3).exit_code == 0
+    out = tmp_path / "merged"
+    result = evoh("export", "-w", str(refined), "--dtype", "fp32", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["max_logit_difference"] < 1e-4 and report["prompts"] == 3
+    assert {"config.json", "generation_config.json", "tokenizer.json", "README.md"} <= {p.name for p in out.iterdir()}
+    assert list(out.glob("*.safetensors"))
+    assert "Base model" in (out / "README.md").read_text()
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    exported = AutoModelForCausalLM.from_pretrained(out).eval()
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), refined / "sft" / "adapter").eval()
+    example = json.loads((refined / "refine" / "train.jsonl").read_text().splitlines()[0])["messages"]
+    prompt = tokenizer.apply_chat_template(example[:2], tokenize=False, add_generation_prompt=True)
+    batch = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.inference_mode():
+        a = exported.generate(**batch, max_new_tokens=12, do_sample=False)
+        b = adapted.generate(**batch, max_new_tokens=12, do_sample=False)
+    assert torch.equal(a, b)  # the merged model answers exactly as the adapter model does
+
+    again = evoh("export", "-w", str(refined), "--out", str(out))
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert evoh("export", "-w", str(refined), "--out", str(out), "--force").exit_code == 0
+    assert evoh("export", "-w", str(refined), "--from", "grpo").exit_code == 2  # no grpo stage yet

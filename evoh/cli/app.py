@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, evaluate, games, model, play, refine, report, sft, show
+from evoh.cli import collect, config_cmd, evaluate, export, games, model, play, refine, report, sft, show
 from evoh.cli.output import guarded
 
 app = typer.Typer(
@@ -45,6 +45,9 @@ app.command("refine", help="Turn teacher episodes into SFT train/val files in th
 app.command("sft", help="Stage one: LoRA/QLoRA fine-tuning on WS/refine/ with TRL's SFTTrainer (resumable).")(guarded(sft.sft))
 app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
     guarded(evaluate.evaluate)
+)
+app.command("export", help="Merge the trained adapter into full weights: a model directory verified against it.")(
+    guarded(export.export)
 )
 app.command("report", help="Put eval runs side by side: a table, a PNG chart and a Markdown file.")(guarded(report.report))
 app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))

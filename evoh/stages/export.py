@@ -1,0 +1,115 @@
+"""`evoh export`: the trained adapter merged into its base model, as a complete model directory.
+
+The result (sharded safetensors, tokenizer, config, generation config, and a model card) loads in
+plain transformers, vLLM or TRL with no evoh and no PEFT. The export is verified: the merged model is
+reloaded from disk and its logits are compared with the adapter model's on real prompts from the
+refined data; the largest difference is reported and recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.errors import EvohError
+from evoh.workspace import Workspace, read_jsonl
+
+STAGE = "export"
+DTYPES = ("bf16", "fp32")
+
+
+def _prompts(workspace: Workspace, tokenizer, count: int = 3) -> list[str]:
+    refine = workspace.path("refine")
+    examples = []
+    for name in ("val", "train"):
+        file = refine / f"{name}.jsonl"
+        if file.exists():
+            examples += read_jsonl(file).records
+    if not examples:
+        raise EvohError("no refined examples to verify the export on", hint=f"run `evoh refine -w {workspace.root}` first")
+    return [
+        tokenizer.apply_chat_template(ex["messages"][:2], tokenize=False, add_generation_prompt=True)
+        for ex in examples[:count]
+    ]
+
+
+def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dtype: str, difference: float) -> str:
+    config = manifest.get("config", {})
+    lines = [
+        "---",
+        "library_name: transformers",
+        "tags: [evoh, alfworld, agent]",
+        "---",
+        "",
+        "# An evoh agent model",
+        "",
+        f"Trained by evoh stage `{source}` and merged into its base model ({dtype}).",
+        "",
+        f"- Base model: `{manifest['base_model']['path']}`",
+        f"- Training data: " + ", ".join(f"{k} `{v['path']}` (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items()),
+        f"- LoRA: r={config.get('lora_r')}, alpha={config.get('lora_alpha')}, targets {config.get('target')}, "
+        f"{'QLoRA (NF4 base)' if config.get('load_in_4bit') else 'full-precision base'}",
+        f"- Optimisation: lr {config.get('lr')}, {config.get('scheduler')} schedule, batch {config.get('batch_size')}, "
+        f"{manifest.get('global_step')} steps; final training loss {manifest.get('train_loss', float('nan')):.4f}",
+        f"- Verification: largest |logit difference| against the adapter model on real prompts: {difference:.3g}",
+        "",
+        "Prompts are evoh's per-turn harness prompts; answers take the form",
+        "`<think>…</think><action>…</action>`.",
+    ]
+    evals = sorted(workspace.root.glob("eval/*/summary.json"))
+    if evals:
+        lines += ["", "## Evaluation", "", "| run | split | pick | look | clean | heat | cool | pick2 | avg |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for file in evals:
+            s = orjson.loads(file.read_bytes())
+            cells = [
+                "-" if s["per_type"][t]["success"] is None else f"{100 * s['per_type'][t]['success']:.1f}"
+                for t in ("pick", "look", "clean", "heat", "cool", "pick2")
+            ]
+            lines.append(f"| {s.get('name', file.parent.name)} | {s['split']} | " + " | ".join(cells) + f" | {100 * s['success']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Path | None = None, force: bool = False) -> dict[str, Any]:
+    if source not in ("sft", "grpo"):
+        raise EvohError(f"--from {source!r} is not a training stage", hint="use --from sft or --from grpo")
+    if dtype not in DTYPES:
+        raise EvohError(f"--dtype {dtype!r} is not supported", hint="use bf16 or fp32")
+    manifest = workspace.require(source)
+    adapter = workspace.path(source) / "adapter"
+    out = Path(out) if out else workspace.path(STAGE) / "model"
+    if out.exists() and any(out.iterdir()) and not force:
+        raise EvohError(f"{out} is not empty", hint="pick another --out, or pass --force to replace what is there")
+
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.time()
+    base_dir = manifest["base_model"]["path"]
+    tokenizer = AutoTokenizer.from_pretrained(adapter)
+    tokenizer.padding_side = "left"
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32), adapter).eval()
+    prompts = _prompts(workspace, tokenizer)
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.inference_mode():
+        reference = adapted(**batch).logits
+    merged = adapted.merge_and_unload()
+    merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+    with workspace.writing(STAGE):
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in [*out.glob("*.safetensors"), *out.glob("*.safetensors.index.json")]:
+            stale.unlink()  # --force: no shard of an earlier export may mix with this one
+        merged.save_pretrained(out, safe_serialization=True, max_shard_size="2GB")
+        tokenizer.save_pretrained(out)
+        reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+        with torch.inference_mode():
+            logits = reloaded(**batch).logits
+        mask = batch["attention_mask"].bool()
+        difference = float((logits - reference).abs()[mask].max())
+        (out / "README.md").write_text(_model_card(workspace, source, manifest, dtype, difference))
+        result = {"out": str(out), "from": source, "dtype": dtype, "max_logit_difference": difference, "prompts": len(prompts)}
+        workspace.finish(STAGE, {**result, "base_model": manifest["base_model"], "seconds": time.time() - started})
+    return result
