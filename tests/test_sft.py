@@ -131,3 +131,37 @@ def test_export_merges_into_a_model_plain_transformers_loads(refined: Path, tiny
     assert again.exit_code == 2 and "--force" in again.stderr
     assert evoh("export", "-w", str(refined), "--out", str(out), "--force").exit_code == 0
     assert evoh("export", "-w", str(refined), "--from", "grpo").exit_code == 2  # no grpo stage yet
+
+
+def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tiny_model: Path, tmp_path: Path):
+    import re
+
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evoh.workspace import Workspace
+
+    # two teacher turns to learn, in a workspace of their own
+    ws = Workspace(tmp_path / "ws")
+    examples = (refined / "refine" / "train.jsonl").read_text().splitlines()[:2]
+    with ws.writing("refine") as directory:
+        (directory / "train.jsonl").write_text("\n".join(examples) + "\n")
+        (directory / "val.jsonl").write_text("")
+        ws.finish("refine", {"examples": {"train": 2, "val": 0}})
+    result = evoh(
+        "sft", "-w", str(ws.root), "--model", str(tiny_model), "--max-steps", "80", "--lr", "3e-3", "--train-embeddings",
+        "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.save_steps=100", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), ws.root / "sft" / "adapter").eval()
+    for line in examples:
+        messages = json.loads(line)["messages"]
+        prompt = tokenizer.apply_chat_template(messages[:2], tokenize=False, add_generation_prompt=True)
+        batch = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            out = model.generate(**batch, max_new_tokens=60, do_sample=False, stop_strings=["</action>"], tokenizer=tokenizer)
+        answer = tokenizer.decode(out[0][batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        wanted = re.search(r"<action>(.*?)</action>", messages[2]["content"]).group(1)
+        assert re.search(r"<action>(.*?)</action>", answer).group(1) == wanted, answer

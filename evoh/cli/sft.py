@@ -17,6 +17,9 @@ def sft(
     lora_alpha: Annotated[int | None, typer.Option("--lora-alpha", min=1, help="LoRA alpha (paper: 128).")] = None,
     target: Annotated[str | None, typer.Option("--target", help="LoRA target modules: all-linear or names.")] = None,
     load_in_4bit: Annotated[bool | None, typer.Option("--load-in-4bit", help="QLoRA: 4-bit NF4 base (CUDA only).")] = None,
+    train_embeddings: Annotated[
+        bool | None, typer.Option("--train-embeddings", help="Also train embeddings and output head (a random base needs it).")
+    ] = None,
     epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Passes over the data (paper: 4).")] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Optimizer steps; overrides --epochs when > 0.")] = None,
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Peak learning rate (paper: 1e-5).")] = None,
@@ -30,7 +33,7 @@ def sft(
 
     resolved = resolve(
         recipe, sets, sft__model=model, sft__lora_r=lora_r, sft__lora_alpha=lora_alpha, sft__target=target,
-        sft__load_in_4bit=load_in_4bit, sft__epochs=epochs, sft__max_steps=max_steps, sft__lr=lr,
+        sft__load_in_4bit=load_in_4bit, sft__train_embeddings=train_embeddings, sft__epochs=epochs, sft__max_steps=max_steps, sft__lr=lr,
     )
     result = stage.run(resolved, Workspace(workspace), resume=resume)
     if not stage.is_main_process():

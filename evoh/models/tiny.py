@@ -1,5 +1,7 @@
 """A small Qwen3 model with a byte-level BPE tokenizer trained on ALFWorld text and evoh's own prompts.
 
+Input embeddings and output head are separate (untied) weights, so LoRA fine-tuning can train both as
+saved modules (``sft.train_embeddings``): a random base cannot learn through low-rank updates alone.
 The result is an ordinary Hugging Face model directory (config, safetensors weights, tokenizer with the
 Qwen special tokens and TRL's Qwen3 training chat template, generation config) that
 ``AutoModelForCausalLM`` and ``AutoTokenizer`` load offline. Its weights are random: it is the base
@@ -87,7 +89,7 @@ def build(out: Path, data: str | Path | None = None, size: str = "tiny", seed: i
     tokenizer.chat_template = qwen3_training_chat_template
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=True,
+        vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=False,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"), pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None, **shape,
     )

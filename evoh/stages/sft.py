@@ -106,7 +106,10 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
-        lora = LoraConfig(r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout, target_modules=target, task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout, target_modules=target, task_type="CAUSAL_LM",
+            modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
+        )
         args = SFTConfig(
             output_dir=str(checkpoints),
             num_train_epochs=c.epochs,
