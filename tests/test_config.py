@@ -73,7 +73,21 @@ def test_resolved_recipe_round_trips_through_toml(tmp_path: Path):
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_every_shipped_recipe_is_valid_and_says_how_to_run_it(path: Path):
     assert RECIPES, "recipes/ should hold at least one recipe"
-    first = path.read_text().splitlines()[0]
-    assert first.startswith("# ") and "evoh " in first, "a recipe starts with a comment showing its command"
-    assert f"recipes/{path.name}" in first
+    header = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    assert path.read_text().startswith("# "), "a recipe starts with a comment"
+    assert any("evoh " in line and f"recipes/{path.name}" in line for line in header), "…showing the command that runs it"
     load_recipe(path)
+
+
+ACCELERATE = sorted((Path(__file__).parents[1] / "recipes" / "accelerate").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", ACCELERATE, ids=lambda p: p.name)
+def test_accelerate_configs_load_in_accelerate(path: Path):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    config = ClusterConfig.from_yaml_file(str(path))
+    assert config.num_processes == 8 and config.mixed_precision == "bf16"
+    assert path.read_text().startswith("# ") and "-m evoh sft" in path.read_text()
+    if "zero3" in path.name:
+        assert config.distributed_type == "DEEPSPEED" and config.deepspeed_config["zero_stage"] == 3
