@@ -12,20 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from evoh import __version__
-from evoh.cli.app import app
 from evoh.cli.completions import SHELLS, completion_script
 from evoh.env.games import load_tasks
 from tests.alfworld_helpers import planner_walkthrough
+from tests.cli_runner import evoh
 
 ROOT = Path(__file__).parents[1]
-runner = CliRunner()
 
 
-def evoh(*args: str, **kwargs):
-    return runner.invoke(app, list(args), prog_name="evoh", **kwargs)
 
 
 def test_version_and_help():

@@ -11,17 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evoh.cli.app import app
 from evoh.workspace import read_jsonl
+from tests.cli_runner import evoh
 
 pytestmark = pytest.mark.engine
-runner = CliRunner()
 
 
-def evoh(*args: str):
-    return runner.invoke(app, list(args), prog_name="evoh")
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +110,12 @@ def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path
 
 
 def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, collected: Path):
+    from evoh.config import ExpertConfig
     from evoh.env.games import load_tasks
     from evoh.env.pool import EnvPool
     from evoh.harness.episode import EpisodeSettings
     from evoh.harness.experience import Bank
     from evoh.harness.prompts import demonstrations
-    from evoh.config import ExpertConfig
     from evoh.policy.expert import ExpertPolicy
     from evoh.policy.search_prior import SearchPrior
     from evoh.rollout import rollout

@@ -6,18 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evoh.cli.app import app
 from evoh.workspace import read_jsonl
+from tests.cli_runner import evoh
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.engine
-runner = CliRunner()
 
 
-def evoh(*args: str):
-    return runner.invoke(app, list(args), prog_name="evoh")
 
 
 def test_model_init_describes_what_it_built(alfworld_data: Path, tmp_path: Path):

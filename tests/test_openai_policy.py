@@ -6,16 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evoh.cli.app import app
 from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.workspace import read_jsonl
+from tests.cli_runner import evoh
 from tests.fake_openai import FakeOpenAI
 
 pytest.importorskip("openai")
-runner = CliRunner()
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 
 
@@ -23,8 +21,6 @@ def looker(body: dict) -> str:
     return "<think>I will look around.</think><action>look</action>"
 
 
-def evoh(*args: str):
-    return runner.invoke(app, list(args), prog_name="evoh")
 
 
 def _run(ws: Path, server: FakeOpenAI, alfworld_data: Path, *extra: str):

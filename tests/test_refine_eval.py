@@ -6,19 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evoh.cli.app import app
 from evoh.config import load_recipe
 from evoh.stages.refine import refine
 from evoh.workspace import read_jsonl
+from tests.cli_runner import evoh
 
 pytestmark = pytest.mark.engine
-runner = CliRunner()
 
 
-def evoh(*args: str):
-    return runner.invoke(app, list(args), prog_name="evoh")
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from evoh.cli.app import app
+from tests.cli_runner import evoh
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.engine
-runner = CliRunner()
 
 
-def evoh(*args: str):
-    return runner.invoke(app, list(args), prog_name="evoh")
 
 
 @pytest.fixture(scope="module")

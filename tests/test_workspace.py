@@ -15,7 +15,13 @@ import pytest
 
 from evoh import records
 from evoh.errors import EvohError
-from evoh.workspace import JsonlLog, Workspace, atomic_write_json, fingerprint, read_jsonl
+from evoh.workspace import (
+    JsonlLog,
+    Workspace,
+    atomic_write_json,
+    fingerprint,
+    read_jsonl,
+)
 
 
 def test_manifest_is_written_last_and_marks_the_stage_finished(tmp_path: Path):

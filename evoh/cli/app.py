@@ -11,7 +11,19 @@ from typing import Annotated
 import typer
 
 from evoh import __version__
-from evoh.cli import collect, config_cmd, evaluate, export, games, model, play, refine, report, sft, show
+from evoh.cli import (
+    collect,
+    config_cmd,
+    evaluate,
+    export,
+    games,
+    model,
+    play,
+    refine,
+    report,
+    sft,
+    show,
+)
 from evoh.cli.output import guarded
 
 app = typer.Typer(

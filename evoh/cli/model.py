@@ -10,6 +10,7 @@ import typer
 from evoh.cli.output import print_json
 from evoh.errors import EvohError
 
+
 def init(
     out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
     data: Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")] = None,

@@ -10,7 +10,13 @@ from evoh.cli.output import stderr_console
 
 @contextlib.contextmanager
 def episode_bar(label: str) -> Iterator[object]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from evoh.stages.episodes import Callbacks
 

@@ -7,7 +7,13 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json
-from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import (
+    JsonOption,
+    RecipeOption,
+    SetOption,
+    WorkspaceOption,
+    resolve,
+)
 
 
 def sft(

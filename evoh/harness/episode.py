@@ -21,7 +21,13 @@ from evoh.harness.belief import INVENTORY, Belief, object_type
 from evoh.harness.experience import Bank, Entry
 from evoh.harness.goal import Goal, goal_text, parse_goal
 from evoh.harness.progress import Progress
-from evoh.harness.prompts import PROMPT_VERSION, HarnessModules, TurnText, system_prompt, verb_module
+from evoh.harness.prompts import (
+    PROMPT_VERSION,
+    HarnessModules,
+    TurnText,
+    system_prompt,
+    verb_module,
+)
 from evoh.harness.turns import META_VERBS, PARSER_VERSION, Turn, parse_turn
 
 RECORD_SCHEMA = "episode/1"

@@ -66,8 +66,20 @@ def corpus(data: str | Path | None, games: int = 300, seed: int = 0) -> Iterator
 def build(out: Path, data: str | Path | None = None, size: str = "tiny", seed: int = 0) -> dict:
     """Write a fresh model directory to ``out``; returns its description."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import (
+        GenerationConfig,
+        PreTrainedTokenizerFast,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
     from trl.chat_template_utils import qwen3_training_chat_template
 
     if size not in SIZES:

@@ -49,7 +49,7 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
         f"Trained by evoh stage `{source}` and merged into its base model ({dtype}).",
         "",
         f"- Base model: `{manifest['base_model']['path']}`",
-        f"- Training data: " + ", ".join(f"{k} `{v['path']}` (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items()),
+        "- Training data: " + ", ".join(f"{k} `{v['path']}` (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items()),
         f"- LoRA: r={config.get('lora_r')}, alpha={config.get('lora_alpha')}, targets {config.get('target')}, "
         f"{'QLoRA (NF4 base)' if config.get('load_in_4bit') else 'full-precision base'}",
         f"- Optimisation: lr {config.get('lr')}, {config.get('scheduler')} schedule, batch {config.get('batch_size')}, "

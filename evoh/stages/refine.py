@@ -20,7 +20,13 @@ import orjson
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
 from evoh.stages.summary import latest
-from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl
+from evoh.workspace import (
+    Workspace,
+    atomic_write_bytes,
+    atomic_write_json,
+    file_sha256,
+    read_jsonl,
+)
 
 STAGE = "refine"
 
