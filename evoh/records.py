@@ -13,6 +13,7 @@ from evoh.errors import EvohError
 # kind -> the schema version this evoh writes and reads
 SCHEMAS: dict[str, int] = {
     "stage": 1,
+    "episode": 1,
 }
 
 

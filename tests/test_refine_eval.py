@@ -69,6 +69,15 @@ def test_refine_drops_bad_turns_and_episodes_with_reasons(workspace: Path):
     assert val == [] and len(train) == report["turns"]["kept"]
 
 
+def test_records_of_an_unknown_schema_are_refused(workspace: Path, tmp_path: Path):
+    line = (workspace / "collect" / "trajectories.jsonl").read_text().splitlines()[0]
+    future = tmp_path / "future.jsonl"
+    future.write_text(line.replace('"schema":"episode/1"', '"schema":"episode/9"') + "\n")
+    result = evoh("refine", "-w", str(tmp_path / "ws"), "--input", str(future))
+    assert result.exit_code == 2 and "episode/9" in result.stderr
+    assert evoh("show", str(future)).exit_code == 2
+
+
 def test_refine_output_loads_in_datasets(workspace: Path):
     datasets = pytest.importorskip("datasets")
     evoh("refine", "-w", str(workspace))

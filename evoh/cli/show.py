@@ -21,7 +21,9 @@ def show(
 
     if not file.is_file():
         raise EvohError(f"{file} does not exist", hint="give a trajectories.jsonl (evoh collect) or episodes.jsonl (evoh eval)")
-    records = read_jsonl(file).records
+    from evoh.records import check
+
+    records = [check("episode", r, str(file)) for r in read_jsonl(file).records]
     if not records:
         raise EvohError(f"{file} holds no episodes", hint="run the stage that writes it first")
     record = _pick(records, episode)

@@ -29,8 +29,9 @@ from evoh.harness.prompts import (
     verb_module,
 )
 from evoh.harness.turns import META_VERBS, PARSER_VERSION, Turn, parse_turn
+from evoh.records import SCHEMAS
 
-RECORD_SCHEMA = "episode/1"
+RECORD_SCHEMA = f"episode/{SCHEMAS['episode']}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
+from evoh.records import check as records_check
 from evoh.stages.summary import latest
 from evoh.workspace import (
     Workspace,
@@ -132,7 +133,7 @@ def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) 
     else:
         workspace.require("collect")
         files = [workspace.path("collect") / "trajectories.jsonl"]
-    records = [record for file in files for record in read_jsonl(file).records]
+    records = [records_check("episode", r, str(file)) for file in files for r in read_jsonl(file).records]
     if not records:
         raise EvohError("no episodes in the input", hint="run `evoh collect` first, or pass --input FILE")
     train, val, report = refine(records, recipe)
