@@ -140,6 +140,67 @@ class SftConfig:
 
 
 @dataclass
+class RewardConfig:
+    """The cost-aware reward's coefficients (DESIGN.md §1, stage 2); the defaults are the paper's."""
+
+    success: float = 10.0
+    efficiency: float = 1.0  # λ_eff
+    diversity_max: float = 1.0  # λ_div_max
+    diversity_horizon: int = 150  # U: updates over which λ_div anneals to 0
+    diversity: Literal["bpe_coverage", "verb_ratio"] = "bpe_coverage"
+    spam: float = 0.1  # λ_spam
+    spam_cap: int = 10
+    invalid: float = 0.1  # λ_inv
+
+
+@dataclass
+class GrpoConfig:
+    """Stage two: cost-aware multi-turn GRPO over whole episodes, every turn charged to the budget."""
+
+    start: Literal["sft", "none"] = "sft"  # sft: continue WS/sft/adapter; none: a fresh LoRA on `model`
+    model: str = ""  # the base model directory; empty: the one the sft stage trained on
+    updates: int = 150
+    tasks_per_update: int = 16  # T train games per update
+    group_size: int = 8  # G rollouts of each game
+    split: str = "train"
+    limit: int = 0  # draw tasks from the first N games of the split; 0: all
+    max_steps: int = 70  # the horizon: every turn, harness calls included, spends one step
+    temperature: float = 1.0  # rollout sampling; the policy's log-probs use the same temperature
+    top_p: float = 1.0
+    max_tokens: int = 512  # per response
+    lr: float = 1e-6
+    scheduler: str = "constant"  # any transformers scheduler name: constant, cosine, linear, ...
+    warmup_updates: int = 0
+    kl: float = 0.01  # β: weight of the KL estimate to the reference policy
+    clip_low: float = 0.2  # ε: ratio clipped to [1 − clip_low, 1 + clip_high]
+    clip_high: float = 0.2
+    std_normalize: bool = True  # divide group-relative advantages by the group's standard deviation
+    minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)
+    micro_batch_tokens: int = 16384  # padded tokens per forward pass; gradients accumulate over micro-batches
+    max_grad_norm: float = 1.0
+    lora_r: int = 64  # a fresh adapter (start = "none")
+    lora_alpha: int = 128
+    target: str = "all-linear"
+    save_every: int = 10  # checkpoint every N updates (and after the last)
+    val_every: int = 10  # validate every N updates; 0: never
+    val_split: str = "valid_seen"
+    val_limit: int = 16  # validation games (the first N of val_split)
+    bank: str = ""  # start from this bank.json instead of an empty bank
+    seed: int = 0
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+
+@dataclass
+class RunConfig:
+    """What `evoh run` does with this recipe: which stages, in order, and which runs to evaluate."""
+
+    stages: list[str] = field(default_factory=lambda: ["collect", "refine", "sft", "grpo", "eval", "export"])
+    eval_from: list[str] = field(default_factory=lambda: ["sft", "grpo"])  # base, sft or grpo: which weights eval measures
+    eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
+    export_from: str = "grpo"
+
+
+@dataclass
 class Recipe:
     """A whole experiment's settings, one field per TOML section."""
 
@@ -151,6 +212,8 @@ class Recipe:
     refine: RefineConfig = field(default_factory=RefineConfig)
     sft: SftConfig = field(default_factory=SftConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    grpo: GrpoConfig = field(default_factory=GrpoConfig)
+    run: RunConfig = field(default_factory=RunConfig)
 
 
 def _nearest(name: str, options: list[str]) -> str:

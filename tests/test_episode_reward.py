@@ -10,7 +10,8 @@ from evoh.env.types import Step, Task
 from evoh.harness.episode import Episode, EpisodeSettings
 from evoh.harness.experience import Bank
 from evoh.harness.prompts import HarnessModules
-from evoh.harness.reward import RewardWeights, diversity, diversity_weight, reward
+from evoh.config import RewardConfig
+from evoh.harness.reward import diversity, diversity_weight, reward
 
 TASK = Task("valid_seen/x/trial_1", "valid_seen", "pick_and_place_simple", "/nowhere/game.tw-pddl", "2.1.1")
 START = Step(
@@ -133,7 +134,7 @@ def record(**overrides):
 
 
 def test_reward_components():
-    weights = RewardWeights()
+    weights = RewardConfig()
     won = reward(record(), weights, update=150)
     assert won["success"] == 10 and won["efficiency"] == pytest.approx(30 / 50) and won["diversity"] == 0
     assert won["total"] == pytest.approx(10.6)
@@ -148,7 +149,7 @@ def test_reward_components():
 
 
 def test_diversity_weight_anneals_on_a_cosine():
-    weights = RewardWeights(diversity_max=1.0, diversity_horizon=100)
+    weights = RewardConfig(diversity_max=1.0, diversity_horizon=100)
     assert diversity_weight(0, weights) == 1.0
     assert diversity_weight(50, weights) == pytest.approx(0.5)
     assert diversity_weight(25, weights) == pytest.approx((1 + math.cos(math.pi / 4)) / 2)

@@ -17,6 +17,7 @@ from evoh.cli import (
     evaluate,
     export,
     games,
+    grpo,
     model,
     play,
     refine,
@@ -55,6 +56,7 @@ app.command("play", help="Play one ALFWorld game in the terminal, or replay a fi
 app.command("collect", help="Play teacher episodes on a split and write WS/collect/ (resumable).")(guarded(collect.collect))
 app.command("refine", help="Turn teacher episodes into SFT train/val files in the chat format TRL reads.")(guarded(refine.refine))
 app.command("sft", help="Stage one: LoRA/QLoRA fine-tuning on WS/refine/ with TRL's SFTTrainer (resumable).")(guarded(sft.sft))
+app.command("grpo", help="Stage two: cost-aware multi-turn GRPO over whole episodes (resumable).")(guarded(grpo.grpo))
 app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
     guarded(evaluate.evaluate)
 )

@@ -10,26 +10,16 @@ actions (malformed turns included).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
+
+from evoh.config import RewardConfig
 
 REWARD_VERSION = "reward/1"
 VERBS = ("track", "commit", "recall", "note")
 
 
-@dataclass(frozen=True)
-class RewardWeights:
-    success: float = 10.0
-    efficiency: float = 1.0  # λ_eff
-    diversity_max: float = 1.0  # λ_div_max
-    diversity_horizon: int = 150  # U: updates over which λ_div anneals to 0
-    diversity: Literal["bpe_coverage", "verb_ratio"] = "bpe_coverage"
-    spam: float = 0.1  # λ_spam
-    spam_cap: int = 10
-    invalid: float = 0.1  # λ_inv
-
-
-def diversity_weight(update: int, weights: RewardWeights) -> float:
+def diversity_weight(update: int, weights: RewardConfig) -> float:
     """λ_div(u): cosine annealing from λ_div_max at update 0 to 0 at update U and after."""
     horizon = max(1, weights.diversity_horizon)
     return weights.diversity_max * (1 + math.cos(math.pi * min(update, horizon) / horizon)) / 2
@@ -44,7 +34,7 @@ def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
     return len(used) / calls if calls else 0.0
 
 
-def reward(episode: dict[str, Any], weights: RewardWeights, update: int = 0) -> dict[str, Any]:
+def reward(episode: dict[str, Any], weights: RewardConfig, update: int = 0) -> dict[str, Any]:
     """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats,
     invalid_actions)."""
     won = 1.0 if episode["won"] else 0.0

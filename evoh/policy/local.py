@@ -62,15 +62,34 @@ def load_model(model_dir: str, adapter_dir: str = "", device: str = "auto", dtyp
     return tokenizer, model
 
 
+def completion_length(row: list[int], stop_ids: set[int], pad_id: int | None) -> int:
+    """How many generated tokens the response is: through the first end-of-turn token, before padding."""
+    for i, token in enumerate(row):
+        if token == pad_id:
+            return i
+        if token in stop_ids:
+            return i + 1
+    return len(row)
+
+
 class LocalPolicy:
-    def __init__(self, config: ModelConfig, seed: int = 0) -> None:
+    """Batched generation with a local model. ``keep_samples`` keeps every turn's prompt and response token
+    ids per episode, for training on exactly the tokens that were sampled (GRPO)."""
+
+    def __init__(self, config: ModelConfig, seed: int = 0, loaded: tuple[Any, Any] | None = None, keep_samples: bool = False) -> None:
         import torch
 
         self.config = config
         self.seed = seed
-        self.tokenizer, self.model = load_model(config.model, config.adapter, config.device, config.dtype)
+        self.tokenizer, self.model = loaded or load_model(config.model, config.adapter, config.device, config.dtype)
         self.device = next(self.model.parameters()).device
-        torch.manual_seed(seed)
+        self.keep_samples = keep_samples
+        self.samples: dict[Any, list[tuple[list[int], list[int]]]] = {}
+        self.finished: dict[Any, list[tuple[list[int], list[int]]]] = {}
+        stop = self.model.generation_config.eos_token_id
+        self.stop_ids = set(stop if isinstance(stop, list) else [stop]) | {self.tokenizer.eos_token_id}
+        if loaded is None:
+            torch.manual_seed(seed)
 
     def identity(self) -> dict[str, Any]:
         c = self.config
@@ -82,7 +101,8 @@ class LocalPolicy:
         }
 
     def forget(self, key: Any) -> None:
-        pass
+        if self.keep_samples:
+            self.finished[key] = self.samples.pop(key, [])
 
     def prompt_text(self, view: TurnView) -> str:
         messages = [{"role": "system", "content": view.system}, {"role": "user", "content": view.user}]
@@ -92,10 +112,11 @@ class LocalPolicy:
         size = max(1, self.config.batch_size)
         completions: list[Completion] = []
         for start in range(0, len(views), size):
-            completions += self._generate([self.prompt_text(v) for v in views[start : start + size]])
+            chunk = views[start : start + size]
+            completions += self._generate([self.prompt_text(v) for v in chunk], [v.key for v in chunk])
         return completions
 
-    def _generate(self, prompts: list[str]) -> list[Completion]:
+    def _generate(self, prompts: list[str], keys: list[Any]) -> list[Completion]:
         import torch
 
         c = self.config
@@ -108,10 +129,12 @@ class LocalPolicy:
             )
         new = output[:, batch["input_ids"].shape[1] :]
         results = []
-        for row, mask in zip(new, batch["attention_mask"], strict=True):
-            text = self.tokenizer.decode(row, skip_special_tokens=True)
+        for key, prompt, row, mask in zip(keys, batch["input_ids"], new.tolist(), batch["attention_mask"], strict=True):
+            produced = row[: completion_length(row, self.stop_ids, self.tokenizer.pad_token_id)]
+            text = self.tokenizer.decode(produced, skip_special_tokens=True)
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
-            produced = int((row != self.tokenizer.pad_token_id).sum())
-            results.append(Completion(text, prompt_tokens=int(mask.sum()), completion_tokens=produced))
+            if self.keep_samples:
+                self.samples.setdefault(key, []).append((prompt[mask.bool()].tolist(), produced))
+            results.append(Completion(text, prompt_tokens=int(mask.sum()), completion_tokens=len(produced)))
         return results

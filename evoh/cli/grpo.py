@@ -1,0 +1,98 @@
+"""`evoh grpo`: cost-aware multi-turn GRPO from the SFT adapter (or a fresh adapter on a model)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from evoh.cli.output import print_json, stderr_console
+from evoh.cli.recipe_options import (
+    DataOption,
+    JsonOption,
+    RecipeOption,
+    SetOption,
+    WorkersOption,
+    WorkspaceOption,
+    resolve,
+)
+
+
+def grpo(
+    workspace: WorkspaceOption,
+    start: Annotated[str | None, typer.Option("--from", help="sft: continue WS/sft/adapter; none: a fresh adapter on --model.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Base model directory (default: the one sft trained).")] = None,
+    updates: Annotated[int | None, typer.Option("--updates", min=1, help="Policy updates (paper: 150).")] = None,
+    tasks_per_update: Annotated[int | None, typer.Option("--tasks-per-update", min=1, help="Train games per update (paper: 16).")] = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", min=2, help="Rollouts per game (paper: 8).")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Horizon; every turn spends a step (paper: 70).")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (paper: 1e-6).")] = None,
+    kl: Annotated[float | None, typer.Option("--kl", min=0.0, help="KL coefficient to the reference (paper: 0.01).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in grpo/checkpoints/.")] = False,
+    workers: WorkersOption = None,
+    data: DataOption = None,
+    recipe: RecipeOption = None,
+    sets: SetOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    from evoh.stages import grpo as stage
+    from evoh.workspace import Workspace
+
+    resolved = resolve(
+        recipe, sets, grpo__start=start, grpo__model=model, grpo__updates=updates, grpo__tasks_per_update=tasks_per_update,
+        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, env__workers=workers, env__data=data,
+    )
+    with update_display() as callbacks:
+        result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)
+    from evoh.stages.sft import is_main_process
+
+    if not is_main_process():
+        return
+    if as_json:
+        print_json(result)
+    else:
+        final = result["final"]
+        line = f"grpo: {result['updates']} updates in {result['seconds'] / 60:.1f} min; adapter in {workspace}/grpo/adapter"
+        if final:
+            line += f"; last update: success {100 * final['success']:.1f}%, meta-actions {final['meta_actions']:.2f}/episode"
+        typer.echo(line)
+
+
+def update_display():
+    """A bar over updates and one line per update with its headline figures (stderr, main process only)."""
+    import contextlib
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evoh.stages.grpo import Callbacks
+    from evoh.stages.sft import is_main_process
+
+    @contextlib.contextmanager
+    def display():
+        console = stderr_console()
+        quiet = not is_main_process()
+        with Progress(
+            TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+            disable=quiet or not console.is_terminal,
+        ) as bar:
+            task = bar.add_task("updates", total=None)
+
+            def started(total: int, done: int) -> None:
+                bar.update(task, total=total, completed=done)
+
+            def updated(m: dict) -> None:
+                bar.update(task, advance=1)
+                if quiet:
+                    return
+                val = m.get("validation")
+                tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+                console.print(
+                    f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
+                    f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  kl {m['kl']:.4f}  "
+                    f"clip {m['clip_fraction']:.3f}  {m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
+                    markup=False, highlight=False,
+                )
+
+            yield Callbacks(started, updated)
+
+    return display()

@@ -1,0 +1,537 @@
+"""`evoh grpo`: stage two, cost-aware multi-turn GRPO over whole episodes (DESIGN.md §1 stage 2, §4).
+
+One update: T train games × G rollouts each through the shared episode loop (every turn charged to the
+budget, the Experience bank frozen), the cost-aware reward per episode, group-relative advantages per
+game, and every turn of an episode trained on its sampled tokens with that episode's advantage: the
+token-level clipped-ratio loss against the rollout policy's log-probs plus a KL penalty to the
+reference policy. The bank is consolidated after the update.
+
+The reference is the policy the run starts from: continuing the SFT adapter, a frozen copy of that
+adapter; with a fresh adapter, the model with its adapter disabled. Under ``accelerate launch`` or
+torchrun every process plays its share of an update's games, gradients are averaged, and all
+processes consolidate the same bank from the gathered episodes; only the main one writes files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean, pstdev
+from typing import Any
+
+import orjson
+
+from evoh.config import GrpoConfig, ModelConfig, Recipe, recipe_dict
+from evoh.env.types import Task
+from evoh.errors import EvohError
+from evoh.harness.experience import Bank, consolidate
+from evoh.harness.reward import REWARD_VERSION, reward
+from evoh.harness.turns import META_VERBS
+from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from evoh.rollout import rollout
+from evoh.stages.episodes import episode_settings
+from evoh.stages.summary import summarize
+from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl
+
+STAGE = "grpo"
+REFERENCE = "reference"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Sample:
+    """One turn to train on: the prompt and the sampled response tokens, with its episode's advantage."""
+
+    prompt: list[int]
+    completion: list[int]
+    advantage: float
+    old_logp: Any = None  # log-probs of the rollout policy, when the weights move within an update
+    ref_logp: Any = None
+
+
+@dataclass
+class Callbacks:
+    on_start: Callable[[int, int], None] | None = None  # (updates in all, already done)
+    on_update: Callable[[dict[str, Any]], None] | None = None
+
+
+# -- the starting point -------------------------------------------------------------------------------
+
+
+def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | None]:
+    """(base model directory, adapter to continue or None)."""
+    g = recipe.grpo
+    if g.start == "sft":
+        manifest = workspace.require("sft")
+        base = Path(g.model or manifest["base_model"]["path"])
+        adapter = workspace.path("sft") / "adapter"
+    else:
+        if not g.model:
+            raise EvohError("grpo.start = 'none' needs a base model", hint="pass --model DIR (an exported SFT model, or evoh model init's)")
+        base, adapter = Path(g.model), None
+    if not (base / "config.json").exists():
+        raise EvohError(f"{base} is not a model directory", hint="pass --model DIR")
+    return base, adapter
+
+
+def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str, kl: bool):
+    """(tokenizer, PEFT model) with the ``default`` adapter trainable and, when needed, a frozen reference copy."""
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cuda = device.startswith("cuda")
+    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype).to(device)
+    if adapter is not None:
+        model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        if kl:
+            model.load_adapter(adapter, adapter_name=REFERENCE, is_trainable=False)
+            model.set_adapter("default")
+    else:
+        target = "all-linear" if g.target == "all-linear" else [t.strip() for t in g.target.split(",")]
+        model = get_peft_model(model, LoraConfig(r=g.lora_r, lora_alpha=g.lora_alpha, lora_dropout=0.0, target_modules=target, task_type="CAUSAL_LM"))
+    model.eval()  # no dropout: the ratio must compare the same function at rollout and at training time
+    return tokenizer, model
+
+
+@contextlib.contextmanager
+def reference_policy(model) -> Iterator[None]:
+    """Within this block the model computes the reference policy."""
+    if REFERENCE in model.peft_config:
+        model.set_adapter(REFERENCE, inference_mode=True)
+        try:
+            yield
+        finally:
+            model.set_adapter("default")
+    else:
+        with model.disable_adapter():
+            yield
+
+
+# -- the maths over token sequences ---------------------------------------------------------------------
+
+
+def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
+    """Samples sorted by length and packed so that each batch's padded size stays within the budget."""
+    ordered = sorted(samples, key=lambda s: len(s.prompt) + len(s.completion))
+    batches: list[list[Sample]] = []
+    current: list[Sample] = []
+    for sample in ordered:
+        length = len(sample.prompt) + len(sample.completion)
+        if current and length * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current = []
+        current.append(sample)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device):
+    """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C].
+
+    Rows are left-padded so every completion ends at the last position and only the last C+1 logits
+    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist.
+    """
+    import torch
+
+    longest = max(len(s.prompt) + len(s.completion) for s in batch)
+    width = max(len(s.completion) for s in batch)
+    ids = torch.full((len(batch), longest), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), longest), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.bool)
+    for row, s in enumerate(batch):
+        sequence = s.prompt + s.completion
+        ids[row, longest - len(sequence) :] = torch.tensor(sequence)
+        attention[row, longest - len(sequence) :] = 1
+        mask[row, width - len(s.completion) :] = True
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
+    logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
+    return logp, entropy, mask
+
+
+def _pad_rows(values: list[Any], width: int, device):
+    """Per-sample 1-D tensors right-aligned into [B, width] (the layout of ``forward_logprobs``)."""
+    import torch
+
+    out = torch.zeros((len(values), width), device=device)
+    for row, v in enumerate(values):
+        out[row, width - v.shape[0] :] = v.to(device)
+    return out
+
+
+def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, device, old: bool, ref: bool) -> None:
+    """Fill in the rollout policy's and/or the reference's log-probs before any weight moves."""
+    import torch
+
+    if not samples or not (old or ref):
+        return
+    with torch.no_grad():
+        for batch in micro_batches(samples, g.micro_batch_tokens):
+            if old:
+                logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                for row, s in enumerate(batch):
+                    s.old_logp = logp[row][mask[row]].cpu()
+            if ref:
+                with reference_policy(model):
+                    logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                for row, s in enumerate(batch):
+                    s.ref_logp = logp[row][mask[row]].cpu()
+
+
+def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int) -> dict[str, float]:
+    """``minibatches`` optimizer steps over the update's samples; token-level loss, gradient accumulation over
+    micro-batches, clipping. Every process makes the same number of steps and one synchronised backward each."""
+    import torch
+
+    unwrapped = accelerator.unwrap_model(model)
+    device = accelerator.device
+    order = list(range(len(samples)))
+    random.Random(seed).shuffle(order)
+    parts = [[samples[i] for i in order[k :: g.minibatches]] for k in range(g.minibatches)]
+    score_samples(unwrapped, samples, g, pad_id, device, old=g.minibatches > 1, ref=g.kl > 0)
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
+    grad_norms = []
+    for part in parts:
+        tokens = _reduce(accelerator, sum(len(s.completion) for s in part), "sum")
+        scale = accelerator.num_processes / max(tokens, 1.0)  # DDP averages gradients over processes
+        batches = micro_batches(part, g.micro_batch_tokens) or [[]]
+        for index, batch in enumerate(batches):
+            last = index == len(batches) - 1
+            with contextlib.nullcontext() if last else accelerator.no_sync(model):
+                if not batch:  # nothing to learn here this step; still join the gradient all-reduce
+                    dummy = torch.tensor([[pad_id]], device=device)
+                    loss = model(input_ids=dummy).logits.sum() * 0.0
+                    accelerator.backward(loss)
+                    continue
+                logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                width = mask.shape[1]
+                advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
+                old = _pad_rows([s.old_logp for s in batch], width, device) if g.minibatches > 1 else logp.detach()
+                pg, clipped = clipped_policy_loss(logp, old, advantages, g.clip_low, g.clip_high)
+                per_token = pg
+                if g.kl > 0:
+                    kl = kl_k3(logp, _pad_rows([s.ref_logp for s in batch], width, device))
+                    per_token = pg + g.kl * kl
+                    totals["kl"] += float((kl.detach() * mask).sum())
+                loss = (per_token * mask).sum() * scale
+                accelerator.backward(loss)
+                totals["loss"] += float((per_token.detach() * mask).sum())
+                totals["pg_loss"] += float((pg.detach() * mask).sum())
+                totals["clipped"] += float((clipped & mask).sum())
+                totals["entropy"] += float((entropy * mask).sum())
+                totals["ratio"] += float((torch.exp(logp.detach() - old) * mask).sum())
+                totals["tokens"] += float(mask.sum())
+        norm = accelerator.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], g.max_grad_norm)
+        grad_norms.append(float(norm))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+    count = max(totals.pop("tokens"), 1.0)
+    stats = {k: v / count for k, v in totals.items()}
+    stats["clip_fraction"] = stats.pop("clipped")
+    stats["grad_norm"] = fmean(grad_norms) if grad_norms else 0.0
+    stats["lr"] = scheduler.get_last_lr()[0]
+    return stats
+
+
+# -- rollouts and their figures -------------------------------------------------------------------------
+
+
+def tasks_for_update(tasks: list[Task], update: int, g: GrpoConfig) -> list[Task]:
+    """The T games of update ``u``: a function of (seed, u) only, so a resumed run draws the same ones."""
+    rng = random.Random(f"{g.seed}:{update}")
+    return rng.sample(tasks, min(g.tasks_per_update, len(tasks)))
+
+
+def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-update metrics that describe the episodes: success, reward and its parts, harness usage."""
+    summary = summarize(records)
+    totals = [r["total"] for r in rewards]
+    figures = {
+        "episodes": summary["episodes"],
+        "errors": summary["errors"],
+        "success": summary["success"],
+        "reward_mean": fmean(totals) if totals else 0.0,
+        "reward_std": pstdev(totals) if totals else 0.0,
+        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in ("success", "efficiency", "diversity", "spam", "invalid")},
+        "lambda_div": rewards[0]["lambda_div"] if rewards else None,
+        "meta_actions": summary["meta_actions"],
+        "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
+        "invalid_rate": summary["invalid_rate"],
+        "env_steps": summary["env_steps"],
+        "turns": summary["turns"],
+        "prompt_tokens": sum(r.get("usage", {}).get("prompt_tokens", 0) for r in records),
+        "completion_tokens": sum(r.get("usage", {}).get("completion_tokens", 0) for r in records),
+    }
+    return figures
+
+
+def _gather(accelerator, items: list[Any]) -> list[Any]:
+    if accelerator.num_processes == 1:
+        return items
+    from accelerate.utils import gather_object
+
+    return list(gather_object(items))
+
+
+# -- checkpoints ----------------------------------------------------------------------------------------
+
+
+def _checkpoint_dir(directory: Path, update: int) -> Path:
+    return directory / "checkpoints" / f"step_{update:06d}"
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    found = sorted(p for p in (directory / "checkpoints").glob("step_*") if (p / "state.json").exists())
+    return found[-1] if found else None
+
+
+def save_checkpoint(accelerator, model, optimizer, scheduler, bank: Bank, directory: Path, update: int) -> None:
+    """Everything ``--resume`` needs to continue exactly: adapter, optimizer, scheduler, RNG states, bank, counter."""
+    import numpy as np
+    import torch
+
+    target = _checkpoint_dir(directory, update)
+    target.mkdir(parents=True, exist_ok=True)
+    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    torch.save(rng, target / f"rng_rank{accelerator.process_index}.pt")
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(model).save_pretrained(target / "adapter", selected_adapters=["default"], safe_serialization=True)
+        torch.save(optimizer.state_dict(), target / "optimizer.pt")
+        torch.save(scheduler.state_dict(), target / "scheduler.pt")
+        bank.save(target / "bank.json")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        atomic_write_json(target / "state.json", {"update": update})  # last: its presence means complete
+
+
+def load_checkpoint(accelerator, model, optimizer, scheduler, target: Path) -> tuple[int, Bank]:
+    import numpy as np
+    import torch
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = load_file(target / "adapter" / "adapter_model.safetensors", device=str(accelerator.device))
+    set_peft_model_state_dict(accelerator.unwrap_model(model), weights, adapter_name="default")
+    optimizer.load_state_dict(torch.load(target / "optimizer.pt", weights_only=False))
+    scheduler.load_state_dict(torch.load(target / "scheduler.pt", weights_only=False))
+    rng_file = target / f"rng_rank{accelerator.process_index}.pt"
+    if not rng_file.exists():
+        raise EvohError(f"{target} was saved by fewer processes than run now", hint="resume with the same number of processes")
+    rng = torch.load(rng_file, weights_only=False)
+    random.setstate(rng["python"])
+    np.random.set_state(rng["numpy"])
+    torch.set_rng_state(rng["torch"])
+    if "cuda" in rng and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    return int(orjson.loads((target / "state.json").read_bytes())["update"]), Bank.load(target / "bank.json")
+
+
+def _keep_lines_before(path: Path, update: int) -> None:
+    """Drop what updates at or after ``update`` wrote (a resumed run writes them again)."""
+    if path.exists():
+        kept = [r for r in read_jsonl(path).records if r["update"] < update]
+        atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in kept))
+
+
+# -- the stage ------------------------------------------------------------------------------------------
+
+
+def _check(recipe: Recipe) -> None:
+    g = recipe.grpo
+    if g.temperature <= 0:
+        raise EvohError("grpo.temperature must be above 0: GRPO learns from sampled rollouts", hint="use 1.0 (the default)")
+    if g.group_size < 2:
+        raise EvohError("grpo.group_size must be at least 2: advantages compare rollouts of the same game", hint="use 8 (the paper's)")
+    if g.minibatches < 1 or g.updates < 1 or g.tasks_per_update < 1:
+        raise EvohError("grpo.updates, tasks_per_update and minibatches must be at least 1", hint="fix the recipe or --set")
+
+
+def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: Callbacks | None = None) -> dict[str, Any]:
+    _check(recipe)
+    g = recipe.grpo
+    callbacks = callbacks or Callbacks()
+    base, start_adapter = starting_point(recipe, workspace)
+
+    import torch
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from evoh import __version__
+    from evoh.env.games import data_root, load_tasks
+    from evoh.env.pool import EnvPool
+    from evoh.policy.local import LocalPolicy
+    from evoh.stages.sft import model_identity
+
+    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    main = accelerator.is_main_process
+    data = data_root(recipe.env.data or None)
+    tasks = load_tasks(g.split, data, g.limit or None)
+    val_tasks = load_tasks(g.val_split, data, g.val_limit or None) if g.val_every else []
+    train_settings = dataclasses.replace(episode_settings(recipe), max_steps=g.max_steps, charge_meta_actions=True)
+    val_settings = episode_settings(recipe)  # the published evaluation protocol, as `evoh eval` plays it
+
+    directory = workspace.path(STAGE)
+    if main and latest_checkpoint(directory) is not None and not resume:
+        raise EvohError(f"{directory / 'checkpoints'} holds checkpoints of an earlier run", hint="pass --resume to continue it, or delete the grpo/ folder")
+    lock = workspace.writing(STAGE) if main else contextlib.nullcontext(directory)
+    started = time.time()
+    with lock:
+        torch.manual_seed(g.seed + accelerator.process_index)
+        random.seed(g.seed + accelerator.process_index)
+        tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), kl=g.kl > 0)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=g.lr)
+        scheduler = get_scheduler(g.scheduler, optimizer, num_warmup_steps=g.warmup_updates * g.minibatches, num_training_steps=g.updates * g.minibatches)
+        model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler stays ours: one step per optimizer step
+        unwrapped = accelerator.unwrap_model(model)
+        pad_id = tokenizer.pad_token_id
+
+        update, bank = 0, Bank.load(Path(g.bank)) if g.bank else Bank()
+        checkpoint = latest_checkpoint(directory) if resume else None
+        if checkpoint is not None:
+            update, bank = load_checkpoint(accelerator, model, optimizer, scheduler, checkpoint)
+        if main:
+            for name in ("metrics.jsonl", "rollouts.jsonl"):
+                _keep_lines_before(directory / name, update)
+            _keep_lines_before(directory / "validation.jsonl", update + 1 if checkpoint else 0)
+        if callbacks.on_start:
+            callbacks.on_start(g.updates, update)
+
+        sampling = ModelConfig(model=str(base), temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size)
+        policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
+        greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
+        metrics: dict[str, Any] = {}
+
+        def validate_and_log(done: int) -> dict[str, Any]:
+            figures = {"update": done, **validate(accelerator, greedy, pool, val_tasks, val_settings, bank)}
+            if main:
+                _append(directory / "validation.jsonl", [figures])
+            return figures
+
+        with EnvPool(recipe.env.workers, max_steps=max(g.max_steps, recipe.env.max_steps), step_timeout=recipe.env.step_timeout) as pool:
+            if g.val_every and update == 0:
+                validate_and_log(0)  # the starting policy, for the curve's first point
+            while update < g.updates:
+                tick = time.time()
+                chosen = tasks_for_update(tasks, update, g)
+                mine = chosen[accelerator.process_index :: accelerator.num_processes]
+                jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
+                played: list[tuple[tuple[str, int], dict[str, Any]]] = []
+
+                def finish(episode, usage, played=played) -> None:
+                    played.append((episode.key, episode.record({"usage": usage})))
+
+                rollout(jobs, policy, pool, train_settings, bank, finish, max_active=max(1, len(jobs)))
+                played.sort(key=lambda kr: kr[0])
+                good = [(k, r) for k, r in played if not r.get("error")]
+                rewards = [reward(r, g.reward, update) for _, r in good]
+                advantages = group_advantages([x["total"] for x in rewards], [k[0] for k, _ in good], g.std_normalize)
+                samples = [
+                    Sample(prompt, completion, advantage)
+                    for (key, _), advantage in zip(good, advantages, strict=True)
+                    for prompt, completion in policy.finished.get(key, [])
+                    if completion
+                ]
+                policy.finished.clear()
+                rollout_seconds = time.time() - tick
+                tick = time.time()
+                stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, seed=g.seed * 100_003 + update)
+                update_seconds = time.time() - tick
+                update += 1
+
+                records = _gather(accelerator, [r for _, r in played])
+                all_rewards = _gather(accelerator, [{**x, "weights": None} for x in rewards])
+                slim = _gather(accelerator, [
+                    {"update": update - 1, "task": k[0], "rollout": k[1], "won": r["won"], "error": r.get("error"), "turns": r["turns"],
+                     "meta": {v: r["meta"][v]["attempted"] for v in META_VERBS}, "invalid_actions": r["invalid_actions"]}
+                    for k, r in played
+                ])
+                bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
+                metrics = {
+                    "update": update - 1,
+                    **rollout_figures(records, all_rewards),
+                    **{k: _reduce(accelerator, v) for k, v in stats.items()},
+                    "samples": int(_reduce(accelerator, len(samples), "sum")),
+                    "rollout_seconds": rollout_seconds,
+                    "update_seconds": update_seconds,
+                }
+                if g.val_every and (update % g.val_every == 0 or update == g.updates):
+                    metrics["validation"] = validate_and_log(update)
+                if main:
+                    _append(directory / "metrics.jsonl", [metrics])
+                    _append(directory / "rollouts.jsonl", slim)
+                if update % g.save_every == 0 or update == g.updates:
+                    save_checkpoint(accelerator, model, optimizer, scheduler, bank, directory, update)
+                if callbacks.on_update:
+                    callbacks.on_update(metrics)
+
+        result = {"updates": update, "final": metrics, "seconds": time.time() - started}
+        if main:
+            adapter = directory / "adapter"
+            if adapter.exists():
+                shutil.rmtree(adapter)
+            unwrapped.save_pretrained(adapter, selected_adapters=["default"], safe_serialization=True)
+            tokenizer.save_pretrained(adapter)
+            bank.save(directory / "bank.json")
+            workspace.finish(
+                STAGE,
+                {
+                    "config": recipe_dict(recipe)["grpo"],
+                    "protocol": {**train_settings.protocol(), "reward": REWARD_VERSION},
+                    "base_model": model_identity(base),
+                    "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
+                    "data": str(data),
+                    "processes": accelerator.num_processes,
+                    "evoh_version": __version__,
+                    **result,
+                },
+            )
+        accelerator.wait_for_everyone()
+    return result
+
+
+def validate(accelerator, policy, pool, tasks: list[Task], settings, bank: Bank) -> dict[str, Any]:
+    """Greedy episodes on the validation games under the evaluation protocol, with the bank frozen."""
+    played: list[dict[str, Any]] = []
+    mine = tasks[accelerator.process_index :: accelerator.num_processes]
+    rollout([(t.id, t) for t in mine], policy, pool, settings, bank, lambda e, u: played.append(e.record({"usage": u})), max_active=max(1, len(mine)))
+    summary = summarize(_gather(accelerator, played))
+    return {
+        "episodes": summary["episodes"],
+        "success": summary["success"],
+        "meta_actions": summary["meta_actions"],
+        "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
+        "invalid_rate": summary["invalid_rate"],
+        "env_steps": summary["env_steps"],
+    }
+
+
+def _reduce(accelerator, value: float, op: str = "mean") -> float:
+    if accelerator.num_processes == 1:
+        return float(value)
+    import torch
+
+    return float(accelerator.reduce(torch.tensor(float(value), device=accelerator.device), op))
+
+
+def _append(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "ab") as f:
+        for row in rows:
+            f.write(orjson.dumps(row) + b"\n")
