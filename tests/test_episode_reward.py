@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from evoh.config import RewardConfig
 from evoh.env.types import Step, Task
 from evoh.harness.episode import Episode, EpisodeSettings
 from evoh.harness.experience import Bank
 from evoh.harness.prompts import HarnessModules
-from evoh.config import RewardConfig
 from evoh.harness.reward import diversity, diversity_weight, reward
 
 TASK = Task("valid_seen/x/trial_1", "valid_seen", "pick_and_place_simple", "/nowhere/game.tw-pddl", "2.1.1")

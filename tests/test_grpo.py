@@ -1,0 +1,162 @@
+"""`evoh grpo` on CPU with the tiny model on real games: the adapter learns, every figure is written, a
+checkpoint resumes to exactly the run that was interrupted, and two gloo processes share an update."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runner import evoh
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.engine
+
+METRICS = {
+    "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
+    "meta_per_episode", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
+    "kl", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "rollout_seconds", "update_seconds",
+}
+
+
+@pytest.fixture(scope="module")
+def trained(alfworld_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace whose sft stage finished (a few steps on expert turns)."""
+    ws = tmp_path_factory.mktemp("ws")
+    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "2", "--data", str(alfworld_data), "-k", "1").exit_code == 0
+    assert evoh("refine", "-w", str(ws), "--val-fraction", "0").exit_code == 0
+    done = evoh(
+        "sft", "-w", str(ws), "--model", str(tiny_model), "--max-steps", "3", "--lora-r", "8", "--lora-alpha", "16",
+        "--train-embeddings", "--lr", "5e-3",
+        "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.max_length=1024",
+    )
+    assert done.exit_code == 0, done.stderr
+    return ws
+
+
+def _grpo(ws: Path, updates: int, *extra: str):
+    return evoh(
+        "grpo", "-w", str(ws), "--updates", str(updates), "--tasks-per-update", "2", "--group-size", "2", "--max-steps", "5",
+        "--lr", "1e-3", "-k", "1", "--set", "grpo.max_tokens=24", "--set", "grpo.val_every=1", "--set", "grpo.val_limit=2",
+        "--set", "grpo.save_every=1", "--set", "grpo.micro_batch_tokens=4096", "--set", "env.max_steps=3",
+        "--set", "model.max_tokens=24", "--json", *extra,
+    )
+
+
+def _adapter(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(path / "adapter_model.safetensors")
+
+
+def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, tmp_path: Path):
+    import torch
+
+    first = _grpo(trained, 2)
+    assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["updates"] == 2
+    grpo = trained / "grpo"
+    before, after = _adapter(trained / "sft" / "adapter"), _adapter(grpo / "adapter")
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # the SFT adapter moved
+
+    metrics = [json.loads(line) for line in (grpo / "metrics.jsonl").read_text().splitlines()]
+    assert [m["update"] for m in metrics] == [0, 1]
+    for m in metrics:
+        assert METRICS <= m.keys(), METRICS - m.keys()
+        assert m["episodes"] == 4 and m["samples"] > 0 and m["completion_tokens"] > 0
+        assert set(m["reward"]) == {"success", "efficiency", "diversity", "spam", "invalid"}
+        assert set(m["meta_per_episode"]) == {"track", "commit", "recall", "note"}
+        assert m["ratio"] == pytest.approx(1.0, abs=1e-4)  # one optimizer step per update: π = π_old at the step
+    assert metrics[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the reference is the SFT policy the run starts from
+    assert metrics[1]["kl"] >= 0.0
+    assert metrics[0]["lambda_div"] == 1.0 > metrics[1]["lambda_div"]
+    validation = [json.loads(line) for line in (grpo / "validation.jsonl").read_text().splitlines()]
+    assert [v["update"] for v in validation] == [0, 1, 2] and all(v["episodes"] == 2 for v in validation)
+    rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
+    for step in ("step_000001", "step_000002"):
+        names = {p.name for p in (grpo / "checkpoints" / step).iterdir()}
+        assert {"adapter", "optimizer.pt", "scheduler.pt", "rng_rank0.pt", "bank.json", "state.json"} <= names
+    stage = json.loads((grpo / "stage.json").read_text())
+    assert stage["updates"] == 2 and stage["protocol"]["charge_meta_actions"] and stage["protocol"]["max_steps"] == 5
+
+    # interrupted after update 1: resume from step_000001 redoes update 2 exactly as the first run did it
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy)
+    shutil.rmtree(copy / "grpo" / "checkpoints" / "step_000002")
+    (copy / "grpo" / "stage.json").unlink()
+    again = _grpo(copy, 2)
+    assert again.exit_code == 2 and "--resume" in again.stderr  # never silently restarts over checkpoints
+    resumed = _grpo(copy, 2, "--resume")
+    assert resumed.exit_code == 0, resumed.stderr
+    redone = [json.loads(line) for line in (copy / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    timing = {"rollout_seconds", "update_seconds"}
+    assert [{k: v for k, v in m.items() if k not in timing} for m in redone] == [
+        {k: v for k, v in m.items() if k not in timing} for m in metrics
+    ]
+    final = _adapter(copy / "grpo" / "adapter")
+    assert all(torch.equal(final[k], after[k]) for k in after)
+
+    # a finished run continues for more updates from its last checkpoint
+    more = _grpo(trained, 3, "--resume")
+    assert more.exit_code == 0, more.stderr
+    assert [json.loads(line)["update"] for line in (grpo / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("continue_adapter", [True, False])
+def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_model: Path, continue_adapter: bool):
+    import torch
+
+    from evoh.config import GrpoConfig
+    from evoh.stages.grpo import load_trainable, reference_policy
+
+    adapter = trained / "sft" / "adapter" if continue_adapter else None
+    _, model = load_trainable(tiny_model, adapter, GrpoConfig(lora_r=4, lora_alpha=8), "cpu", kl=True)
+    ids = torch.tensor([[5, 17, 40, 99, 3]])
+    with torch.no_grad():
+        start = model(input_ids=ids).logits
+        for name, param in model.named_parameters():
+            if param.requires_grad:
+                param.add_(0.5 * torch.randn_like(param))  # what training does to the trainable weights only
+        moved = model(input_ids=ids).logits
+        with reference_policy(model):
+            reference = model(input_ids=ids).logits
+        after = model(input_ids=ids).logits
+    assert not torch.allclose(moved, start, atol=1e-3)
+    assert torch.allclose(reference, start, atol=1e-6)
+    assert torch.equal(after, moved)  # leaving the block brings the trained policy back
+    assert all(p.requires_grad for n, p in model.named_parameters() if "default" in n)
+
+
+def test_bad_settings_are_refused_with_the_fix(trained: Path, tmp_path: Path):
+    cold = evoh("grpo", "-w", str(tmp_path))
+    assert cold.exit_code == 2 and "evoh sft" in cold.stderr
+    greedy = evoh("grpo", "-w", str(trained), "--set", "grpo.temperature=0")
+    assert greedy.exit_code == 2 and "temperature" in greedy.stderr
+    no_model = evoh("grpo", "-w", str(tmp_path), "--from", "none")
+    assert no_model.exit_code == 2 and "--model" in no_model.stderr
+
+
+def test_two_gloo_processes_share_an_update(tiny_model: Path, tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "evoh", "grpo", "-w", str(tmp_path),
+        "--from", "none", "--model", str(tiny_model), "--updates", "1", "--tasks-per-update", "2", "--group-size", "2",
+        "--max-steps", "4", "-k", "1", "--set", "grpo.max_tokens=16", "--set", "grpo.val_every=0", "--json",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["updates"] == 1  # one process reports
+    stage = json.loads((tmp_path / "grpo" / "stage.json").read_text())
+    assert stage["processes"] == 2
+    (metrics,) = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["episodes"] == 4  # both processes' episodes, gathered
+    ranks = {p.name for p in (tmp_path / "grpo" / "checkpoints" / "step_000001").iterdir()}
+    assert {"rng_rank0.pt", "rng_rank1.pt"} <= ranks

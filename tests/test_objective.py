@@ -1,0 +1,108 @@
+"""GRPO's maths against hand computations: advantages, the clipped loss, the KL estimate, log-probs of padded batches."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from evoh.config import GrpoConfig
+from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
+
+
+def test_group_advantages_compare_rollouts_of_the_same_game_only():
+    rewards = [10.5, 0.0, -0.5, 1.0, 1.0, 1.0]
+    groups = ["a", "a", "a", "b", "b", "b"]
+    mean = (10.5 + 0.0 - 0.5) / 3
+    std = math.sqrt(((10.5 - mean) ** 2 + mean**2 + (-0.5 - mean) ** 2) / 3)
+    advantages = group_advantages(rewards, groups)
+    assert advantages[:3] == pytest.approx([(10.5 - mean) / std, (0 - mean) / std, (-0.5 - mean) / std], rel=1e-5)
+    assert advantages[3:] == [0.0, 0.0, 0.0]  # a group that all did the same learns nothing
+    assert group_advantages(rewards, groups, std_normalize=False)[:3] == pytest.approx([10.5 - mean, -mean, -0.5 - mean])
+    assert sum(advantages[:3]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_clipped_loss_matches_a_hand_computation():
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.5, 0.5]]))
+    new = torch.log(torch.tensor([[0.5, 0.7, 0.3, 0.55]]))  # ratios 1.0, 1.4, 0.6, 1.1
+    for advantage in (2.0, -2.0):
+        loss, clipped = clipped_policy_loss(new, old, torch.tensor([[advantage]]), clip_low=0.2, clip_high=0.2)
+        ratios = [1.0, 1.4, 0.6, 1.1]
+        expected = [-min(r * advantage, min(max(r, 0.8), 1.2) * advantage) for r in ratios]
+        assert loss[0].tolist() == pytest.approx(expected, rel=1e-5)
+        # the clip binds where the ratio left the band in the direction the advantage pushes
+        assert clipped[0].tolist() == ([False, True, False, False] if advantage > 0 else [False, False, True, False])
+    # asymmetric band (clip-higher): only the upper bound moves
+    loss, clipped = clipped_policy_loss(new, old, torch.tensor([[1.0]]), clip_low=0.2, clip_high=0.5)
+    assert loss[0, 1].item() == pytest.approx(-1.4) and not clipped[0, 1]
+
+
+def test_the_loss_gradient_pushes_toward_positive_advantage():
+    logits = torch.zeros(1, 1, 5, requires_grad=True)
+    token = torch.tensor([[3]])
+    logp, _ = token_logprobs(logits, token)
+    loss, _ = clipped_policy_loss(logp, logp.detach(), torch.tensor([[1.0]]))
+    loss.sum().backward()
+    assert logits.grad[0, 0, 3] < 0 and all(logits.grad[0, 0, i] > 0 for i in (0, 1, 2, 4))
+
+
+def test_k3_kl_is_zero_at_the_reference_and_unbiased_for_kl():
+    assert kl_k3(torch.tensor([-1.0, -2.0]), torch.tensor([-1.0, -2.0])).tolist() == [0.0, 0.0]
+    assert (kl_k3(torch.tensor([-0.1, -3.0]), torch.tensor([-2.0, -0.5])) > 0).all()
+    p = torch.tensor([0.6, 0.3, 0.1])
+    q = torch.tensor([0.2, 0.5, 0.3])
+    exact = float((p * (p / q).log()).sum())
+    generator = torch.Generator().manual_seed(0)
+    draws = torch.multinomial(p, 200_000, replacement=True, generator=generator)
+    estimate = float(kl_k3(p.log()[draws], q.log()[draws]).mean())
+    assert estimate == pytest.approx(exact, rel=0.02)
+
+
+def test_token_logprobs_use_the_sampling_temperature():
+    logits = torch.tensor([[[2.0, 0.0, -1.0]]])
+    logp, entropy = token_logprobs(logits, torch.tensor([[0]]), temperature=2.0)
+    scaled = torch.log_softmax(logits / 2.0, -1)
+    assert logp.item() == pytest.approx(scaled[0, 0, 0].item())
+    assert entropy.item() == pytest.approx(float(-(scaled.exp() * scaled).sum()))
+    _, uniform = token_logprobs(torch.zeros(1, 1, 8), torch.tensor([[0]]))
+    assert uniform.item() == pytest.approx(math.log(8))
+
+
+def test_micro_batches_keep_every_sample_within_the_token_budget():
+    rng = random.Random(0)
+    samples = [Sample([1] * rng.randint(5, 60), [2] * rng.randint(1, 10), 0.0) for _ in range(40)]
+    batches = micro_batches(samples, token_budget=200)
+    assert sorted(id(s) for b in batches for s in b) == sorted(id(s) for s in samples)
+    for batch in batches:
+        longest = max(len(s.prompt) + len(s.completion) for s in batch)
+        assert len(batch) == 1 or longest * len(batch) <= 200
+
+
+def test_each_update_draws_its_games_from_the_seed_and_update_alone():
+    games = list(range(100))
+    g = GrpoConfig(tasks_per_update=16, seed=3)
+    assert tasks_for_update(games, 5, g) == tasks_for_update(games, 5, g)
+    assert tasks_for_update(games, 5, g) != tasks_for_update(games, 6, g)
+    assert len(set(tasks_for_update(games, 5, g))) == 16
+
+
+def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):
+    from transformers import AutoModelForCausalLM
+
+    from evoh.stages.grpo import forward_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    rng = random.Random(1)
+    samples = [Sample([rng.randrange(3, 500) for _ in range(n)], [rng.randrange(3, 500) for _ in range(c)], 0.0) for n, c in ((30, 4), (12, 9), (50, 1))]
+    with torch.no_grad():
+        batched, _, mask = forward_logprobs(model, samples, pad_id=0, temperature=0.7, device="cpu")
+        for row, s in enumerate(samples):
+            ids = torch.tensor([s.prompt + s.completion])
+            logits = model(input_ids=ids).logits[0, len(s.prompt) - 1 : -1]
+            alone = torch.log_softmax(logits / 0.7, -1).gather(-1, torch.tensor(s.completion).unsqueeze(-1)).squeeze(-1)
+            assert mask[row].sum() == len(s.completion)
+            assert torch.allclose(batched[row][mask[row]], alone, atol=1e-4)
