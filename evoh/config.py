@@ -81,7 +81,8 @@ class PlayConfig:
 
     policy: Literal["expert", "openai", "local"] = "expert"
     split: str = "train"
-    limit: int = 0  # the first N games in id order; 0 means all
+    limit: int = 0  # N games in id order; 0 means all
+    spread: bool = False  # with limit: N games evenly spaced over the split (every task type), not the first N
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank
     max_active: int = 16  # episodes in flight at once
@@ -184,7 +185,7 @@ class GrpoConfig:
     save_every: int = 10  # checkpoint every N updates (and after the last)
     val_every: int = 10  # validate every N updates; 0: never
     val_split: str = "valid_seen"
-    val_limit: int = 16  # validation games (the first N of val_split)
+    val_limit: int = 16  # validation games, evenly spaced over val_split (every task type)
     bank: str = ""  # start from this bank.json instead of an empty bank
     seed: int = 0
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -197,7 +198,9 @@ class RunConfig:
     stages: list[str] = field(default_factory=lambda: ["collect", "refine", "sft", "grpo", "eval", "export"])
     eval_from: list[str] = field(default_factory=lambda: ["sft", "grpo"])  # base, sft or grpo: which weights eval measures
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
+    model_size: str = "small"  # the model stage builds this size at sft.model when nothing is there
     export_from: str = "grpo"
+    export_dtype: str = "bf16"
 
 
 @dataclass

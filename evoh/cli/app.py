@@ -20,8 +20,10 @@ from evoh.cli import (
     grpo,
     model,
     play,
+    plot,
     refine,
     report,
+    run_cmd,
     sft,
     show,
 )
@@ -57,6 +59,7 @@ app.command("collect", help="Play teacher episodes on a split and write WS/colle
 app.command("refine", help="Turn teacher episodes into SFT train/val files in the chat format TRL reads.")(guarded(refine.refine))
 app.command("sft", help="Stage one: LoRA/QLoRA fine-tuning on WS/refine/ with TRL's SFTTrainer (resumable).")(guarded(sft.sft))
 app.command("grpo", help="Stage two: cost-aware multi-turn GRPO over whole episodes (resumable).")(guarded(grpo.grpo))
+app.command("plot", help="Draw a GRPO run's harness-annealing and success curves (PNG).")(guarded(plot.plot))
 app.command("eval", help="Measure a policy on a split: success per task type and harness usage (resumable).")(
     guarded(evaluate.evaluate)
 )
@@ -65,6 +68,7 @@ app.command("export", help="Merge the trained adapter into full weights: a model
 )
 app.command("report", help="Put eval runs side by side: a table, a PNG chart and a Markdown file.")(guarded(report.report))
 app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
+app.command("run", help="Run a recipe's pipeline end to end, skipping stages already done with its settings.")(guarded(run_cmd.run))
 model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
 model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on ALFWorld text.")(guarded(model.init))
 app.add_typer(model_app, name="model")

@@ -21,6 +21,7 @@ from evoh.cli.recipe_options import (
     ModeOption,
     RecipeOption,
     SetOption,
+    SpreadOption,
     WorkersOption,
     WorkspaceOption,
     resolve,
@@ -33,6 +34,7 @@ def collect(
     teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
     limit: LimitOption = None,
+    spread: SpreadOption = None,
     workers: WorkersOption = None,
     mode: ModeOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the teacher's choices.")] = None,
@@ -52,7 +54,7 @@ def collect(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, collect__policy=teacher, collect__split=split, collect__limit=limit, env__workers=workers,
+        recipe, sets, collect__policy=teacher, collect__split=split, collect__limit=limit, collect__spread=spread, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
         collect__freeze_bank=freeze_bank, env__data=data,
         model__model=model, model__base_url=base_url, model__adapter=adapter,

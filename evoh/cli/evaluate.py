@@ -21,6 +21,7 @@ from evoh.cli.recipe_options import (
     ModeOption,
     RecipeOption,
     SetOption,
+    SpreadOption,
     WorkersOption,
     WorkspaceOption,
     resolve,
@@ -37,6 +38,7 @@ def evaluate(
     policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert, openai or local.")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
     limit: LimitOption = None,
+    spread: SpreadOption = None,
     mode: ModeOption = None,
     no_belief: Annotated[bool, typer.Option("--no-belief", help="Ablation: without the Belief module.")] = False,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Ablation: without the Progress module.")] = False,
@@ -60,7 +62,7 @@ def evaluate(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, harness__mode=mode,
+        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, eval__spread=spread, harness__mode=mode,
         harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
         eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
         env__max_steps=max_steps, eval__seed=seed, env__data=data,

@@ -16,6 +16,9 @@ ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="openai: 
 BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="openai: the endpoint, e.g. http://localhost:8000/v1.")]
 AdapterOption = Annotated[str | None, typer.Option("--adapter", help="local: a PEFT adapter directory on top of --model.")]
 LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")]
+SpreadOption = Annotated[
+    bool | None, typer.Option("--spread", help="With --limit: games evenly spaced over the split (every task type), not the first N.")
+]
 WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
 ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]
 MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")]

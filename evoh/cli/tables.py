@@ -29,3 +29,20 @@ def summary_table(summary: dict[str, Any], title: str):
     )
     table.caption_justify = "left"
     return table
+
+
+def report_table(result: dict[str, Any]):
+    """Eval runs side by side (rows = runs), as `evoh report` and `evoh run` print them."""
+    from rich.table import Table
+
+    from evoh.stages.report import COLUMNS
+
+    table = Table(title="evaluation runs (success %)", title_justify="left")
+    for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep"):
+        table.add_column(column, justify="left" if column in ("run", "split") else "right")
+    for row in result["rows"]:
+        cells = ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
+        table.add_row(row["run"], row["split"], *cells, f"{row['env_steps']:.1f}", f"{row['meta']:.2f}")
+    table.caption = f"chart: {result['png']}   markdown: {result['markdown']}"
+    table.caption_justify = "left"
+    return table

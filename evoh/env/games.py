@@ -144,12 +144,17 @@ def discover(split: str, data: str | Path | None = None) -> SplitGames:
     return result
 
 
-def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None) -> list[Task]:
-    """The first ``limit`` playable games of a split (all when None), in id order."""
+def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False) -> list[Task]:
+    """``limit`` playable games of a split (all when None), in id order: the first ones, or with ``spread``
+    ones evenly spaced over the split, which (ids start with the task type) covers every task type."""
     tasks = discover(split, data).tasks
     if not tasks:
         raise EvohError(f"no playable {split} games found", hint="run `evoh games` to see why each folder was rejected")
-    return tasks[:limit] if limit else tasks
+    if not limit or limit >= len(tasks):
+        return tasks
+    if spread:
+        return [tasks[i * len(tasks) // limit] for i in range(limit)]
+    return tasks[:limit]
 
 
 def find_task(spec: str, data: str | Path | None = None) -> Task:

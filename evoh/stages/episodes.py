@@ -179,7 +179,7 @@ def run_split(
     from evoh.policy.factory import build_policy
 
     data = data_root(recipe.env.data or None)
-    tasks = load_tasks(play.split, data, play.limit or None)
+    tasks = load_tasks(play.split, data, play.limit or None, play.spread)
     settings = episode_settings(recipe)
     policy = build_policy(play.policy, recipe, play.seed)
     run_key = {

@@ -384,7 +384,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     main = accelerator.is_main_process
     data = data_root(recipe.env.data or None)
     tasks = load_tasks(g.split, data, g.limit or None)
-    val_tasks = load_tasks(g.val_split, data, g.val_limit or None) if g.val_every else []
+    val_tasks = load_tasks(g.val_split, data, g.val_limit or None, spread=True) if g.val_every else []
     train_settings = dataclasses.replace(episode_settings(recipe), max_steps=g.max_steps, charge_meta_actions=True)
     val_settings = episode_settings(recipe)  # the published evaluation protocol, as `evoh eval` plays it
 

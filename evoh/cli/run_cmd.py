@@ -1,0 +1,57 @@
+"""`evoh run`: a recipe's whole pipeline in one command, skipping the stages already done with its settings."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evoh.cli.output import print_json, stderr_console, stdout_console
+from evoh.cli.recipe_options import JsonOption, SetOption, WorkspaceOption, resolve
+
+
+def run(
+    recipe: Annotated[Path, typer.Argument(help="The TOML recipe; its run section names the stages.")],
+    workspace: WorkspaceOption,
+    sets: SetOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
+    from evoh.cli.grpo import update_display
+    from evoh.cli.progress import episode_bar
+    from evoh.stages import pipeline, report
+    from evoh.workspace import Workspace
+
+    resolved = resolve(recipe, sets)
+    ws = Workspace(workspace)
+    err = stderr_console()
+
+    def on_stage(name: str, runs: bool) -> None:
+        err.print(f"[bold]{name}[/]: {'running' if runs else 'done before with these settings, skipped'}", markup=True, highlight=False)
+
+    hooks = pipeline.Hooks(on_stage=on_stage, episodes=lambda name: episode_bar(name), updates=update_display)
+    steps = pipeline.Pipeline(resolved, ws, hooks).run()
+    evals = pipeline.eval_runs(ws, resolved)
+    compared = report.run(evals, ws.root / "report") if evals else None
+    if as_json:
+        print_json({"stages": steps, "report": compared})
+        return
+    from rich.table import Table
+
+    from evoh.cli.tables import report_table
+
+    table = Table(title=f"evoh run {recipe} -w {workspace}", title_justify="left")
+    for column in ("stage", "", "minutes"):
+        table.add_column(column, justify="right" if column == "minutes" else "left")
+    for step in steps:
+        table.add_row(step["stage"], "ran" if step["ran"] else "skipped", f"{step['seconds'] / 60:.1f}" if step["ran"] else "")
+    console = stdout_console()
+    console.print(table)
+    if compared:
+        console.print(report_table(compared))
+    plots = [ws.path("grpo") / name for name in ("annealing.png", "success.png")]
+    with contextlib.suppress(OSError):
+        if all(p.exists() for p in plots):
+            console.print(f"GRPO curves: {plots[0]}, {plots[1]}")

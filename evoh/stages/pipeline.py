@@ -1,0 +1,246 @@
+"""`evoh run`: the stages a recipe's ``[run]`` names, in order, so one command reproduces an experiment.
+
+A stage is skipped when its ``stage.json`` is the one this pipeline wrote for the same settings: each
+stage's key is a fingerprint of the recipe sections it reads and of the keys of the stages it reads
+from, so changing ``[sft]`` reruns sft and everything after it, and nothing before. ``WS/pipeline.json``
+holds, per stage, the key and the hash of the ``stage.json`` it produced; a stage rerun by hand with
+other settings no longer matches. An interrupted stage resumes (episodes by fingerprint, training from
+its last checkpoint).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from evoh.config import Recipe
+from evoh.errors import EvohError
+from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint
+
+STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
+SOURCES = ("base", "sft", "grpo")
+STATE_FILE = "pipeline.json"
+
+
+@dataclass
+class Hooks:
+    """How the caller watches: a stage starting (name, will it run) and the progress callbacks stages take."""
+
+    on_stage: Callable[[str, bool], None] | None = None
+    episodes: Callable[[str], Any] | None = None  # name -> context manager yielding episode Callbacks
+    updates: Callable[[], Any] | None = None  # -> context manager yielding GRPO Callbacks
+
+
+def _play_settings(recipe: Recipe) -> dict[str, Any]:
+    env = {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")}
+    return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
+
+
+def _check(recipe: Recipe) -> None:
+    r = recipe.run
+    unknown = [s for s in r.stages if s not in STAGES]
+    if unknown:
+        raise EvohError(f"run.stages names unknown stages: {', '.join(unknown)}", hint=f"use some of {', '.join(STAGES)}, in that order")
+    order = [STAGES.index(s) for s in r.stages]
+    if order != sorted(order):
+        raise EvohError("run.stages is out of order", hint=f"list them in pipeline order: {', '.join(STAGES)}")
+    bad = [s for s in r.eval_from if s not in SOURCES]
+    if bad:
+        raise EvohError(f"run.eval_from names {', '.join(bad)}", hint="use base, sft or grpo")
+    if "sft" in r.stages and not recipe.sft.model:
+        raise EvohError("the recipe runs sft but sets no sft.model", hint="set [sft] model = \"DIR\" (the model stage builds it there)")
+
+
+class Pipeline:
+    def __init__(self, recipe: Recipe, workspace: Workspace, hooks: Hooks | None = None) -> None:
+        _check(recipe)
+        self.recipe = recipe
+        self.workspace = workspace
+        self.hooks = hooks or Hooks()
+        self.file = workspace.root / STATE_FILE
+        self.state: dict[str, Any] = orjson.loads(self.file.read_bytes()) if self.file.exists() else {}
+        self.keys: dict[str, str] = {}
+
+    # -- bookkeeping -----------------------------------------------------------------------------------
+
+    def _finished_with(self, stage: str, key: str) -> bool:
+        manifest = self.workspace.path(stage) / MANIFEST
+        entry = self.state.get(stage, {})
+        return manifest.exists() and entry.get("key") == key and entry.get("manifest_sha256") == file_sha256(manifest)
+
+    def _save(self) -> None:
+        self.workspace.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.file, self.state)
+
+    def _step(
+        self, stage: str, settings: dict[str, Any], inputs: list[str], action: Callable[[bool], dict[str, Any]], extendable: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """Run ``action(resume)`` unless the stage already finished with this key; record what happened.
+
+        ``extendable`` names settings (``section.key``) that only make a run longer: a stage whose other
+        settings are unchanged continues from its checkpoints instead of starting over."""
+        inputs_keys = [self._input_key(i) for i in inputs]
+        key = fingerprint({"stage": stage.split("/")[0], "settings": settings, "inputs": inputs_keys})
+        fixed = copy.deepcopy(settings)
+        for path in extendable:
+            section, _, name = path.partition(".")
+            fixed.get(section, {}).pop(name, None)
+        identity = fingerprint({"stage": stage.split("/")[0], "settings": fixed, "inputs": inputs_keys})
+        self.keys[stage] = key
+        skip = self._finished_with(stage, key)
+        if self.hooks.on_stage:
+            self.hooks.on_stage(stage, not skip)
+        if skip:
+            return {"stage": stage, "ran": False, "seconds": 0.0}
+        resume = self.state.get(stage, {}).get("identity") == identity  # the same run, interrupted or made longer
+        checkpoints = self.workspace.path(stage) / "checkpoints"
+        if not resume and checkpoints.is_dir() and any(checkpoints.iterdir()):
+            raise EvohError(
+                f"{self.workspace.path(stage)} holds a training run made with other settings",
+                hint=f"delete {self.workspace.path(stage)} to train it again with this recipe, or use a new workspace (-w)",
+            )
+        self.state[stage] = {"key": key, "identity": identity}
+        self._save()
+        started = time.time()
+        result = action(resume)
+        manifest = file_sha256(self.workspace.path(stage) / MANIFEST)
+        self.state[stage] = {"key": key, "identity": identity, "manifest_sha256": manifest, "finished_at": time.time()}
+        self._save()
+        return {"stage": stage, "ran": True, "seconds": time.time() - started, "result": result}
+
+    def _input_key(self, stage: str) -> str:
+        """An upstream stage's key: from this run, else (a stage this recipe does not run) its stage.json."""
+        if stage in self.keys:
+            return self.keys[stage]
+        if stage == "model":
+            from evoh.stages.sft import model_identity
+
+            return fingerprint(model_identity(Path(self.recipe.sft.model)))
+        manifest = self.workspace.path(stage) / MANIFEST
+        return file_sha256(manifest) if manifest.exists() else "absent"
+
+    def _episodes(self, name: str):
+        import contextlib
+
+        return self.hooks.episodes(name) if self.hooks.episodes else contextlib.nullcontext(None)
+
+    # -- the stages ------------------------------------------------------------------------------------
+
+    def run(self) -> list[dict[str, Any]]:
+        done = []
+        for stage in self.recipe.run.stages:
+            done += getattr(self, f"_{stage}")()
+        return done
+
+    def _model(self) -> list[dict[str, Any]]:
+        from evoh.models.tiny import build
+        from evoh.stages.sft import model_identity
+
+        path = Path(self.recipe.sft.model)
+        ran = not (path / "config.json").exists()
+        if self.hooks.on_stage:
+            self.hooks.on_stage("model", ran)
+        started = time.time()
+        if ran:
+            if path.exists() and any(path.iterdir()):
+                raise EvohError(f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder")
+            build(path, self.recipe.env.data or None, self.recipe.run.model_size, self.recipe.sft.seed)
+        self.keys["model"] = fingerprint(model_identity(path))
+        return [{"stage": "model", "ran": ran, "seconds": time.time() - started}]
+
+    def _collect(self) -> list[dict[str, Any]]:
+        from evoh.stages import collect
+
+        r = self.recipe
+        settings = {**_play_settings(r), "expert": dataclasses.asdict(r.expert), "collect": dataclasses.asdict(r.collect)}
+        if r.collect.policy != "expert":
+            settings["model"] = dataclasses.asdict(r.model)
+
+        def action(resume: bool) -> dict[str, Any]:
+            with self._episodes("collect") as callbacks:
+                return collect.run(r, self.workspace, callbacks)
+
+        return [self._step("collect", settings, [], action)]
+
+    def _refine(self) -> list[dict[str, Any]]:
+        from evoh.stages import refine
+
+        return [self._step("refine", dataclasses.asdict(self.recipe.refine), ["collect"], lambda resume: refine.run(self.recipe, self.workspace))]
+
+    def _sft(self) -> list[dict[str, Any]]:
+        from evoh.stages import sft
+
+        settings = {"sft": dataclasses.asdict(self.recipe.sft)}
+        return [
+            self._step(
+                "sft", settings, ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
+                extendable=("sft.max_steps", "sft.epochs", "sft.save_steps", "sft.eval_steps", "sft.logging_steps"),
+            )
+        ]
+
+    def _grpo(self) -> list[dict[str, Any]]:
+        import contextlib
+
+        from evoh.stages import grpo
+
+        r = self.recipe
+        settings = {**_play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
+        inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
+
+        def action(resume: bool) -> dict[str, Any]:
+            with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
+                result = grpo.run(r, self.workspace, resume=resume and grpo.latest_checkpoint(self.workspace.path("grpo")) is not None, callbacks=callbacks)
+            from evoh.stages import plot
+
+            result["plots"] = plot.run(self.workspace)
+            return result
+
+        return [self._step("grpo", settings, inputs, action, extendable=("grpo.updates", "grpo.save_every", "grpo.val_every"))]
+
+    def _eval(self) -> list[dict[str, Any]]:
+        from evoh.stages import evaluate
+
+        done = []
+        for source in self.recipe.run.eval_from:
+            for split in self.recipe.run.eval_splits:
+                r = copy.deepcopy(self.recipe)
+                name = f"{source}-{split}"
+                r.eval.policy, r.eval.split, r.eval.name = "local", split, name
+                if source == "base":
+                    r.model.model, r.model.adapter = r.sft.model, ""
+                    inputs = ["model"]
+                else:
+                    manifest = self.workspace.require(source)
+                    r.model.model, r.model.adapter = manifest["base_model"]["path"], str(self.workspace.path(source) / "adapter")
+                    inputs = [source]
+                settings = {**_play_settings(r), "eval": dataclasses.asdict(r.eval), "model": dataclasses.asdict(r.model)}
+
+                def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
+                    with self._episodes(name) as callbacks:
+                        return evaluate.run(r, self.workspace, callbacks)
+
+                done.append(self._step(f"eval/{name}", settings, inputs, action))
+        return done
+
+    def _export(self) -> list[dict[str, Any]]:
+        from evoh.stages import export
+
+        source, dtype = self.recipe.run.export_from, self.recipe.run.export_dtype
+        return [self._step("export", {"from": source, "dtype": dtype}, [source], lambda resume: export.run(self.workspace, source, dtype, force=True))]
+
+
+def eval_runs(workspace: Workspace, recipe: Recipe) -> list[Path]:
+    """The eval folders this recipe's pipeline writes, in table order."""
+    return [
+        workspace.path(f"eval/{source}-{split}")
+        for source in recipe.run.eval_from
+        for split in recipe.run.eval_splits
+        if (workspace.path(f"eval/{source}-{split}") / "summary.json").exists()
+    ]

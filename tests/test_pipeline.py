@@ -1,0 +1,106 @@
+"""`evoh run`: a recipe's stages end to end on real games with the tiny model; a rerun skips what is done,
+and a changed section reruns that stage and what follows it, nothing before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runner import evoh
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.engine
+
+
+def _recipe(tmp_path: Path, model: Path, data: Path) -> Path:
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(
+        f"""
+[run]
+stages = ["model", "collect", "refine", "sft", "grpo", "eval", "export"]
+eval_from = ["grpo"]
+eval_splits = ["valid_seen"]
+export_dtype = "fp32"
+
+[env]
+data = "{data}"
+max_steps = 3
+workers = 1
+
+[collect]
+split = "valid_seen"
+limit = 2
+
+[refine]
+val_fraction = 0.0
+
+[sft]
+model = "{model}"
+max_steps = 2
+lora_r = 4
+lora_alpha = 8
+batch_size = 2
+per_device_batch = 2
+max_length = 1024
+
+[grpo]
+updates = 1
+tasks_per_update = 1
+group_size = 2
+max_steps = 3
+max_tokens = 12
+val_every = 0
+save_every = 1
+
+[model]
+max_tokens = 12
+
+[eval]
+limit = 1
+"""
+    )
+    return recipe
+
+
+def _stages(result) -> dict[str, bool]:
+    assert result.exit_code == 0, result.stderr
+    return {step["stage"]: step["ran"] for step in json.loads(result.stdout)["stages"]}
+
+
+def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_model: Path, alfworld_data: Path):
+    recipe, ws = _recipe(tmp_path, tiny_model, alfworld_data), tmp_path / "ws"
+    first = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
+    assert first == {"model": False, "collect": True, "refine": True, "sft": True, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
+    for stage in ("collect", "refine", "sft", "grpo", "eval/grpo-valid_seen", "export"):
+        assert (ws / stage / "stage.json").exists()
+    assert (ws / "grpo" / "annealing.png").exists() and (ws / "grpo" / "success.png").exists()
+    assert (ws / "report" / "report.md").exists() and (ws / "export" / "model" / "config.json").exists()
+    summary = json.loads((ws / "eval" / "grpo-valid_seen" / "summary.json").read_text())
+    assert summary["policy"]["adapter"] == str((ws / "grpo" / "adapter").resolve())
+
+    again = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
+    assert not any(again.values())
+
+    more = _stages(evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--json"))
+    assert more == {"model": False, "collect": False, "refine": False, "sft": False, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
+    updates = [json.loads(line)["update"] for line in (ws / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert updates == [0, 1]  # continued from the checkpoint of update 1, not from zero
+
+    other = evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--set", "grpo.lr=0.5")
+    assert other.exit_code == 2 and "made with other settings" in other.stderr and "delete" in other.stderr
+    assert (ws / "grpo" / "stage.json").exists()  # refused, and nothing of the earlier run is lost
+
+
+def test_run_refuses_a_bad_plan(tmp_path: Path, tiny_model: Path, alfworld_data: Path):
+    recipe = _recipe(tmp_path, tiny_model, alfworld_data)
+    backwards = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'run.stages=["sft", "collect"]')
+    assert backwards.exit_code == 2 and "out of order" in backwards.stderr
+    unknown = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'run.eval_from=["teacher"]')
+    assert unknown.exit_code == 2 and "base, sft or grpo" in unknown.stderr
+
+
+def test_plot_needs_a_grpo_run(tmp_path: Path):
+    result = evoh("plot", str(tmp_path))
+    assert result.exit_code == 2 and "evoh grpo -w" in result.stderr
