@@ -187,6 +187,8 @@ class GrpoConfig:
     val_split: str = "valid_seen"
     val_limit: int = 16  # validation games, evenly spaced over val_split (every task type)
     bank: str = ""  # start from this bank.json instead of an empty bank
+    generator: Literal["auto", "transformers", "vllm"] = "auto"  # auto: vLLM when installed and on a GPU
+    vllm_memory: float = 0.3  # share of GPU memory vLLM may take (the trainer needs the rest)
     seed: int = 0
     reward: RewardConfig = field(default_factory=RewardConfig)
 

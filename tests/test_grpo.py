@@ -140,6 +140,23 @@ def test_bad_settings_are_refused_with_the_fix(trained: Path, tmp_path: Path):
     assert no_model.exit_code == 2 and "--model" in no_model.stderr
 
 
+def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
+    import importlib.util
+
+    import torch
+
+    from evoh.errors import EvohError
+    from evoh.policy.vllm_engine import choose_generator
+
+    if importlib.util.find_spec("vllm") and torch.cuda.is_available():
+        pytest.skip("vLLM can serve here")
+    assert choose_generator("auto", None) == "transformers"
+    assert choose_generator("transformers", None) == "transformers"
+    with pytest.raises(EvohError) as refused:
+        choose_generator("vllm", None)
+    assert "grpo.generator = auto" in refused.value.hint
+
+
 def test_two_gloo_processes_share_an_update(tiny_model: Path, tmp_path: Path):
     import os
     import subprocess

@@ -62,6 +62,12 @@ def load_model(model_dir: str, adapter_dir: str = "", device: str = "auto", dtyp
     return tokenizer, model
 
 
+def chat_prompt(tokenizer, view: TurnView) -> str:
+    """The turn as the model reads it: system and user messages through the model's chat template."""
+    messages = [{"role": "system", "content": view.system}, {"role": "user", "content": view.user}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
 def completion_length(row: list[int], stop_ids: set[int], pad_id: int | None) -> int:
     """How many generated tokens the response is: through the first end-of-turn token, before padding."""
     for i, token in enumerate(row):
@@ -105,8 +111,7 @@ class LocalPolicy:
             self.finished[key] = self.samples.pop(key, [])
 
     def prompt_text(self, view: TurnView) -> str:
-        messages = [{"role": "system", "content": view.system}, {"role": "user", "content": view.user}]
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return chat_prompt(self.tokenizer, view)
 
     def act(self, views: list[TurnView]) -> list[Completion]:
         size = max(1, self.config.batch_size)

@@ -378,6 +378,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     from evoh.env.games import data_root, load_tasks
     from evoh.env.pool import EnvPool
     from evoh.policy.local import LocalPolicy
+    from evoh.policy.vllm_engine import choose_generator
     from evoh.stages.sft import model_identity
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
@@ -415,11 +416,28 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             callbacks.on_start(g.updates, update)
 
         sampling = ModelConfig(model=str(base), temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size)
-        policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
-        greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
+        generator = choose_generator(g.generator, start_adapter)
+        if generator == "vllm":
+            from evoh.policy.vllm_engine import GreedyView, VllmPolicy
+
+            policy = VllmPolicy(base, tokenizer, sampling, g.seed + accelerator.process_index, unwrapped.peft_config["default"].r, g.vllm_memory)
+            greedy = GreedyView(policy)
+        else:
+            policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
+            greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
+        versions = iter(range(1, 1 << 30))
+
+        def sync_generator() -> None:
+            """vLLM serves a copy of the weights: hand it the adapter as it is now (transformers shares the model)."""
+            if generator == "vllm":
+                current = directory / f"rollout_adapter_rank{accelerator.process_index}"
+                unwrapped.save_pretrained(current, selected_adapters=["default"], safe_serialization=True)
+                policy.use_adapter(current, next(versions))
+
         metrics: dict[str, Any] = {}
 
         def validate_and_log(done: int) -> dict[str, Any]:
+            sync_generator()
             figures = {"update": done, **validate(accelerator, greedy, pool, val_tasks, val_settings, bank)}
             if main:
                 _append(directory / "validation.jsonl", [figures])
@@ -433,6 +451,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 chosen = tasks_for_update(tasks, update, g)
                 mine = chosen[accelerator.process_index :: accelerator.num_processes]
                 jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
+                sync_generator()
                 played: list[tuple[tuple[str, int], dict[str, Any]]] = []
 
                 def finish(episode, usage, played=played) -> None:
@@ -499,6 +518,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
                     "data": str(data),
                     "processes": accelerator.num_processes,
+                    "generator": generator,
                     "evoh_version": __version__,
                     **result,
                 },
