@@ -179,6 +179,7 @@ class GrpoConfig:
     minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)
     micro_batch_tokens: int = 16384  # padded tokens per forward pass; gradients accumulate over micro-batches
     max_grad_norm: float = 1.0
+    gradient_checkpointing: bool = False  # saves GPU memory in the update; CUDA only
     lora_r: int = 64  # a fresh adapter (start = "none")
     lora_alpha: int = 128
     target: str = "all-linear"
@@ -200,6 +201,7 @@ class RunConfig:
     stages: list[str] = field(default_factory=lambda: ["collect", "refine", "sft", "grpo", "eval", "export"])
     eval_from: list[str] = field(default_factory=lambda: ["sft", "grpo"])  # base, sft or grpo: which weights eval measures
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
+    eval_temperature: float = 0.0  # the evaluations sample like this ([model] may hold a teacher's sampling)
     model_size: str = "small"  # the model stage builds this size at sft.model when nothing is there
     export_from: str = "grpo"
     export_dtype: str = "bf16"

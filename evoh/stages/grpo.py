@@ -102,7 +102,13 @@ def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str,
     else:
         target = "all-linear" if g.target == "all-linear" else [t.strip() for t in g.target.split(",")]
         model = get_peft_model(model, LoraConfig(r=g.lora_r, lora_alpha=g.lora_alpha, lora_dropout=0.0, target_modules=target, task_type="CAUSAL_LM"))
-    model.eval()  # no dropout: the ratio must compare the same function at rollout and at training time
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0  # the ratio must compare the same function at rollout and at training time
+    if g.gradient_checkpointing and cuda:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    model.eval()
     return tokenizer, model
 
 
@@ -204,6 +210,7 @@ def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g:
     random.Random(seed).shuffle(order)
     parts = [[samples[i] for i in order[k :: g.minibatches]] for k in range(g.minibatches)]
     score_samples(unwrapped, samples, g, pad_id, device, old=g.minibatches > 1, ref=g.kl > 0)
+    model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
     totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
     grad_norms = []
     for part in parts:
@@ -241,6 +248,7 @@ def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g:
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+    model.eval()
     count = max(totals.pop("tokens"), 1.0)
     stats = {k: v / count for k, v in totals.items()}
     stats["clip_fraction"] = stats.pop("clipped")

@@ -84,14 +84,14 @@ class Pipeline:
     ) -> dict[str, Any]:
         """Run ``action(resume)`` unless the stage already finished with this key; record what happened.
 
-        ``extendable`` names settings (``section.key``) that only make a run longer: a stage whose other
+        ``extendable`` names settings (``key`` or ``section.key``) that only make a run longer: a stage whose other
         settings are unchanged continues from its checkpoints instead of starting over."""
         inputs_keys = [self._input_key(i) for i in inputs]
         key = fingerprint({"stage": stage.split("/")[0], "settings": settings, "inputs": inputs_keys})
         fixed = copy.deepcopy(settings)
         for path in extendable:
-            section, _, name = path.partition(".")
-            fixed.get(section, {}).pop(name, None)
+            *section, name = path.split(".")
+            (fixed.get(section[0], {}) if section else fixed).pop(name, None)
         identity = fingerprint({"stage": stage.split("/")[0], "settings": fixed, "inputs": inputs_keys})
         self.keys[stage] = key
         skip = self._finished_with(stage, key)
@@ -177,11 +177,10 @@ class Pipeline:
     def _sft(self) -> list[dict[str, Any]]:
         from evoh.stages import sft
 
-        settings = {"sft": dataclasses.asdict(self.recipe.sft)}
         return [
             self._step(
-                "sft", settings, ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
-                extendable=("sft.max_steps", "sft.epochs", "sft.save_steps", "sft.eval_steps", "sft.logging_steps"),
+                "sft", dataclasses.asdict(self.recipe.sft), ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
+                extendable=("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps"),
             )
         ]
 
@@ -213,6 +212,7 @@ class Pipeline:
                 r = copy.deepcopy(self.recipe)
                 name = f"{source}-{split}"
                 r.eval.policy, r.eval.split, r.eval.name = "local", split, name
+                r.model.temperature = r.run.eval_temperature
                 if source == "base":
                     r.model.model, r.model.adapter = r.sft.model, ""
                     inputs = ["model"]
