@@ -390,6 +390,10 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     from evoh.stages.sft import model_identity
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    if accelerator.distributed_type.name == "DEEPSPEED":
+        # DeepSpeed steps the optimizer inside backward at a fixed accumulation count; an update here packs
+        # a varying number of micro-batches, so its gradients would be stepped at the wrong boundaries
+        raise EvohError("evoh grpo does not run under DeepSpeed", hint="launch it with recipes/accelerate/ddp-8gpu.yaml (DDP) instead")
     main = accelerator.is_main_process
     data = data_root(recipe.env.data or None)
     tasks = load_tasks(g.split, data, g.limit or None)
