@@ -460,49 +460,17 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 validate_and_log(0)  # the starting policy, for the curve's first point
             while update < g.updates:
                 tick = time.time()
-                chosen = tasks_for_update(tasks, update, g)
-                mine = chosen[accelerator.process_index :: accelerator.num_processes]
-                jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
                 sync_generator()
-                played: list[tuple[tuple[str, int], dict[str, Any]]] = []
-
-                def finish(episode, usage, played=played) -> None:
-                    played.append((episode.key, episode.record({"usage": usage})))
-
-                rollout(jobs, policy, pool, train_settings, bank, finish, max_active=max(1, len(jobs)))
-                played.sort(key=lambda kr: kr[0])
-                good = [(k, r) for k, r in played if not r.get("error")]
-                rewards = [reward(r, g.reward, update) for _, r in good]
-                advantages = group_advantages([x["total"] for x in rewards], [k[0] for k, _ in good], g.std_normalize)
-                samples = [
-                    Sample(prompt, completion, advantage)
-                    for (key, _), advantage in zip(good, advantages, strict=True)
-                    for prompt, completion in policy.finished.get(key, [])
-                    if completion
-                ]
-                policy.finished.clear()
+                played, rewards, samples = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
                 stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, seed=g.seed * 100_003 + update)
-                update_seconds = time.time() - tick
-                update += 1
-
+                seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
                 records = _gather(accelerator, [r for _, r in played])
-                all_rewards = _gather(accelerator, [{**x, "weights": None} for x in rewards])
-                slim = _gather(accelerator, [
-                    {"update": update - 1, "task": k[0], "rollout": k[1], "won": r["won"], "error": r.get("error"), "turns": r["turns"],
-                     "meta": {v: r["meta"][v]["attempted"] for v in META_VERBS}, "invalid_actions": r["invalid_actions"]}
-                    for k, r in played
-                ])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
-                metrics = {
-                    "update": update - 1,
-                    **rollout_figures(records, all_rewards),
-                    **{k: _reduce(accelerator, v) for k, v in stats.items()},
-                    "samples": int(_reduce(accelerator, len(samples), "sum")),
-                    "rollout_seconds": rollout_seconds,
-                    "update_seconds": update_seconds,
-                }
+                metrics = update_metrics(accelerator, update, records, rewards, len(samples), stats, seconds)
+                slim = _gather(accelerator, [episode_line(update, key, r) for key, r in played])
+                update += 1
                 if g.val_every and (update % g.val_every == 0 or update == g.updates):
                     metrics["validation"] = validate_and_log(update)
                 if main:
@@ -537,6 +505,46 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             )
         accelerator.wait_for_everyone()
     return result
+
+
+def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Task], update: int, g: GrpoConfig):
+    """This process's share of one update's rollouts: (key, record) pairs, their rewards, and the turns to train on."""
+    chosen = tasks_for_update(tasks, update, g)
+    mine = chosen[accelerator.process_index :: accelerator.num_processes]
+    jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
+    played: list[tuple[tuple[str, int], dict[str, Any]]] = []
+    rollout(jobs, policy, pool, settings, bank, lambda e, usage: played.append((e.key, e.record({"usage": usage}))), max_active=max(1, len(jobs)))
+    played.sort(key=lambda pair: pair[0])
+    good = [(k, r) for k, r in played if not r.get("error")]  # an engine failure is no evidence about the policy
+    rewards = [reward(r, g.reward, update) for _, r in good]
+    advantages = group_advantages([x["total"] for x in rewards], [k[0] for k, _ in good], g.std_normalize)
+    samples = [
+        Sample(prompt, completion, advantage)
+        for (key, _), advantage in zip(good, advantages, strict=True)
+        for prompt, completion in policy.finished.get(key, [])
+        if completion
+    ]
+    policy.finished.clear()
+    return played, rewards, samples
+
+
+def update_metrics(accelerator, update: int, records, rewards, samples: int, stats: dict[str, float], seconds: dict[str, float]) -> dict[str, Any]:
+    """One line of metrics.jsonl: the episodes of every process, the optimisation figures averaged over them."""
+    return {
+        "update": update,
+        **rollout_figures(records, _gather(accelerator, [{**x, "weights": None} for x in rewards])),
+        **{k: _reduce(accelerator, v) for k, v in stats.items()},
+        "samples": int(_reduce(accelerator, samples, "sum")),
+        **seconds,
+    }
+
+
+def episode_line(update: int, key: tuple[str, int], record: dict[str, Any]) -> dict[str, Any]:
+    """One rollout in rollouts.jsonl: which game, how it went, what it spent."""
+    return {
+        "update": update, "task": key[0], "rollout": key[1], "won": record["won"], "error": record.get("error"),
+        "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS}, "invalid_actions": record["invalid_actions"],
+    }
 
 
 def validate(accelerator, policy, pool, tasks: list[Task], settings, bank: Bank) -> dict[str, Any]:
