@@ -65,6 +65,12 @@ def episode_settings(recipe: Recipe) -> EpisodeSettings:
     )
 
 
+def play_settings(recipe: Recipe) -> dict[str, Any]:
+    """The [env] and [harness] settings that change how episodes play (not how many workers run them)."""
+    env = {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")}
+    return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
+
+
 def policy_key(identity: dict[str, Any]) -> dict[str, Any]:
     """What identifies a policy's behaviour: its identity without where it is served from."""
     return {k: v for k, v in identity.items() if k != "base_url"}
@@ -183,8 +189,7 @@ def run_split(
     settings = episode_settings(recipe)
     policy = build_policy(play.policy, recipe, play.seed)
     run_key = {
-        "env": {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")},
-        "harness": dataclasses.asdict(recipe.harness),
+        **play_settings(recipe),
         "play": {k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
         "policy": policy_key(policy.identity()),
     }

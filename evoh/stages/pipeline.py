@@ -22,6 +22,7 @@ import orjson
 
 from evoh.config import Recipe
 from evoh.errors import EvohError
+from evoh.stages.episodes import play_settings
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint
 
 STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
@@ -36,11 +37,6 @@ class Hooks:
     on_stage: Callable[[str, bool], None] | None = None
     episodes: Callable[[str], Any] | None = None  # name -> context manager yielding episode Callbacks
     updates: Callable[[], Any] | None = None  # -> context manager yielding GRPO Callbacks
-
-
-def _play_settings(recipe: Recipe) -> dict[str, Any]:
-    env = {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")}
-    return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
 
 
 def _check(recipe: Recipe) -> None:
@@ -119,10 +115,11 @@ class Pipeline:
         """An upstream stage's key: from this run, else (a stage this recipe does not run) its stage.json."""
         if stage in self.keys:
             return self.keys[stage]
-        if stage == "model":
+        if stage == "model":  # hashing the weights is costly for a large model: once per run
             from evoh.stages.sft import model_identity
 
-            return fingerprint(model_identity(Path(self.recipe.sft.model)))
+            self.keys["model"] = fingerprint(model_identity(Path(self.recipe.sft.model)))
+            return self.keys["model"]
         manifest = self.workspace.path(stage) / MANIFEST
         return file_sha256(manifest) if manifest.exists() else "absent"
 
@@ -141,7 +138,6 @@ class Pipeline:
 
     def _model(self) -> list[dict[str, Any]]:
         from evoh.models.tiny import build
-        from evoh.stages.sft import model_identity
 
         path = Path(self.recipe.sft.model)
         ran = not (path / "config.json").exists()
@@ -152,14 +148,13 @@ class Pipeline:
             if path.exists() and any(path.iterdir()):
                 raise EvohError(f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder")
             build(path, self.recipe.env.data or None, self.recipe.run.model_size, self.recipe.sft.seed)
-        self.keys["model"] = fingerprint(model_identity(path))
         return [{"stage": "model", "ran": ran, "seconds": time.time() - started}]
 
     def _collect(self) -> list[dict[str, Any]]:
         from evoh.stages import collect
 
         r = self.recipe
-        settings = {**_play_settings(r), "expert": dataclasses.asdict(r.expert), "collect": dataclasses.asdict(r.collect)}
+        settings = {**play_settings(r), "expert": dataclasses.asdict(r.expert), "collect": dataclasses.asdict(r.collect)}
         if r.collect.policy != "expert":
             settings["model"] = dataclasses.asdict(r.model)
 
@@ -190,7 +185,7 @@ class Pipeline:
         from evoh.stages import grpo
 
         r = self.recipe
-        settings = {**_play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
+        settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
         inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
 
         def action(resume: bool) -> dict[str, Any]:
@@ -220,7 +215,7 @@ class Pipeline:
                     manifest = self.workspace.require(source)
                     r.model.model, r.model.adapter = manifest["base_model"]["path"], str(self.workspace.path(source) / "adapter")
                     inputs = [source]
-                settings = {**_play_settings(r), "eval": dataclasses.asdict(r.eval), "model": dataclasses.asdict(r.model)}
+                settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": dataclasses.asdict(r.model)}
 
                 def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
                     with self._episodes(name) as callbacks:
