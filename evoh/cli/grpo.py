@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -58,41 +60,36 @@ def grpo(
         typer.echo(line)
 
 
-def update_display():
+@contextlib.contextmanager
+def update_display() -> Iterator[object]:
     """A bar over updates and one line per update with its headline figures (stderr, main process only)."""
-    import contextlib
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from evoh.stages.grpo import Callbacks
     from evoh.stages.sft import is_main_process
 
-    @contextlib.contextmanager
-    def display():
-        console = stderr_console()
-        quiet = not is_main_process()
-        with Progress(
-            TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-            disable=quiet or not console.is_terminal,
-        ) as bar:
-            task = bar.add_task("updates", total=None)
+    console = stderr_console()
+    quiet = not is_main_process()
+    with Progress(
+        TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+        disable=quiet or not console.is_terminal,
+    ) as bar:
+        task = bar.add_task("updates", total=None)
 
-            def started(total: int, done: int) -> None:
-                bar.update(task, total=total, completed=done)
+        def started(total: int, done: int) -> None:
+            bar.update(task, total=total, completed=done)
 
-            def updated(m: dict) -> None:
-                bar.update(task, advance=1)
-                if quiet:
-                    return
-                val = m.get("validation")
-                tail = f" | val success {100 * val['success']:.1f}%" if val else ""
-                console.print(
-                    f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
-                    f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  kl {m['kl']:.4f}  "
-                    f"clip {m['clip_fraction']:.3f}  {m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
-                    markup=False, highlight=False,
-                )
+        def updated(m: dict) -> None:
+            bar.update(task, advance=1)
+            if quiet:
+                return
+            val = m.get("validation")
+            tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+            console.print(
+                f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
+                f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  kl {m['kl']:.4f}  "
+                f"clip {m['clip_fraction']:.3f}  {m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
+                markup=False, highlight=False,
+            )
 
-            yield Callbacks(started, updated)
-
-    return display()
+        yield Callbacks(started, updated)

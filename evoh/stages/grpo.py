@@ -266,27 +266,33 @@ def tasks_for_update(tasks: list[Task], update: int, g: GrpoConfig) -> list[Task
     return rng.sample(tasks, min(g.tasks_per_update, len(tasks)))
 
 
-def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]) -> dict[str, Any]:
-    """The per-update metrics that describe the episodes: success, reward and its parts, harness usage."""
+def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success and harness usage of a set of episodes, as training rollouts and validation both report them."""
     summary = summarize(records)
-    totals = [r["total"] for r in rewards]
-    figures = {
+    return {
         "episodes": summary["episodes"],
         "errors": summary["errors"],
         "success": summary["success"],
-        "reward_mean": fmean(totals) if totals else 0.0,
-        "reward_std": pstdev(totals) if totals else 0.0,
-        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in ("success", "efficiency", "diversity", "spam", "invalid")},
-        "lambda_div": rewards[0]["lambda_div"] if rewards else None,
         "meta_actions": summary["meta_actions"],
         "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
         "invalid_rate": summary["invalid_rate"],
         "env_steps": summary["env_steps"],
         "turns": summary["turns"],
+    }
+
+
+def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-update metrics that describe the episodes: success, reward and its parts, harness usage."""
+    totals = [r["total"] for r in rewards]
+    return {
+        **episode_figures(records),
+        "reward_mean": fmean(totals) if totals else 0.0,
+        "reward_std": pstdev(totals) if totals else 0.0,
+        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in ("success", "efficiency", "diversity", "spam", "invalid")},
+        "lambda_div": rewards[0]["lambda_div"] if rewards else None,
         "prompt_tokens": sum(r.get("usage", {}).get("prompt_tokens", 0) for r in records),
         "completion_tokens": sum(r.get("usage", {}).get("completion_tokens", 0) for r in records),
     }
-    return figures
 
 
 def _gather(accelerator, items: list[Any]) -> list[Any]:
@@ -552,15 +558,7 @@ def validate(accelerator, policy, pool, tasks: list[Task], settings, bank: Bank)
     played: list[dict[str, Any]] = []
     mine = tasks[accelerator.process_index :: accelerator.num_processes]
     rollout([(t.id, t) for t in mine], policy, pool, settings, bank, lambda e, u: played.append(e.record({"usage": u})), max_active=max(1, len(mine)))
-    summary = summarize(_gather(accelerator, played))
-    return {
-        "episodes": summary["episodes"],
-        "success": summary["success"],
-        "meta_actions": summary["meta_actions"],
-        "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
-        "invalid_rate": summary["invalid_rate"],
-        "env_steps": summary["env_steps"],
-    }
+    return episode_figures(_gather(accelerator, played))
 
 
 def _reduce(accelerator, value: float, op: str = "mean") -> float:
