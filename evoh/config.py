@@ -125,6 +125,7 @@ class SftConfig:
     target: str = "all-linear"  # LoRA target modules: all-linear, or names separated by commas
     load_in_4bit: bool = False  # QLoRA: NF4 base weights through bitsandbytes (CUDA only)
     train_embeddings: bool = False  # also train embeddings and output head in full (needed for a random base)
+    assistant_only_loss: bool = True  # false: loss on every token, so a random base also learns the prompts' language
     epochs: float = 4.0
     max_steps: int = -1  # > 0 overrides epochs
     lr: float = 1e-5

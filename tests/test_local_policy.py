@@ -68,3 +68,37 @@ def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alf
 def test_a_missing_model_directory_is_a_clear_error(tmp_path: Path, alfworld_data: Path):
     result = evoh("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tmp_path / "none"), "--data", str(alfworld_data))
     assert result.exit_code == 2 and "is not a model directory" in result.stderr and "evoh model init" in result.stderr
+
+
+def test_a_batch_shares_its_common_prefix_and_generates_what_each_prompt_would_alone(tiny_model: Path):
+    from evoh.config import ModelConfig
+    from evoh.harness.prompts import HarnessModules, system_prompt
+    from evoh.policy.local import LocalPolicy, chat_prompt, shared_prefix_length
+
+    import torch
+
+    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=12, temperature=0.0, batch_size=8))
+    torch.manual_seed(0)
+    with torch.no_grad():  # larger weights than a fresh init, so that every token of the prompt sways the output
+        for weight in policy.model.parameters():
+            if weight.ndim == 2:
+                weight.normal_(0, 0.15)
+    system = system_prompt("inline", HarnessModules(), charge_meta_actions=True)
+    users = [
+        "Objective: put a hot apple in fridge.\nObservation: You arrive at loc 4. On the countertop 1, you see an apple 1.",
+        "Objective: look at bowl under the desklamp.\nObservation: The drawer 2 is closed.",
+        "Objective: put two cellphone in bed.\nObservation: You see nothing.",
+    ]
+    prompts = [chat_prompt(policy.tokenizer, _View(system, user)) for user in users]
+    rows = policy.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    assert shared_prefix_length(rows) > len(policy.tokenizer(system)["input_ids"])  # the system prompt and more
+    together = policy._generate(prompts, keys=[0, 1, 2])
+    alone = [policy._generate([p], keys=[i])[0] for i, p in enumerate(prompts)]
+    assert [c.text for c in together] == [c.text for c in alone]
+    assert len({c.text for c in together}) == 3  # the prompts' own tokens matter
+    assert [c.prompt_tokens for c in together] == [len(r) for r in rows]
+
+
+class _View:
+    def __init__(self, system: str, user: str) -> None:
+        self.system, self.user = system, user

@@ -1,7 +1,9 @@
 """A local Hugging Face causal LM (plus an optional PEFT adapter) as a policy, with batched generation.
 
 All active episodes' prompts go through one ``generate`` call per batch (left padding, KV cache), and
-generation stops at the end of the action tag. The model's text is never trusted: whatever it writes
+generation stops at the end of the action tag. The tokens every prompt of a batch starts with (the
+system prompt, and a game's objective within a GRPO group) are encoded once and their keys and values
+shared by the whole batch, so a batch pays for the common prefix once instead of once per episode. The model's text is never trusted: whatever it writes
 goes to the turn parser, and garbage becomes an invalid turn, not a crash.
 """
 
@@ -16,6 +18,7 @@ from evoh.harness.episode import TurnView
 from evoh.policy.base import Completion
 
 STOP = "</action>"
+MIN_SHARED_PREFIX = 16  # tokens; below this a separate prefix pass costs more than it saves
 
 
 def pick_device(wanted: str) -> str:
@@ -78,6 +81,19 @@ def completion_length(row: list[int], stop_ids: set[int], pad_id: int | None) ->
     return len(row)
 
 
+def shared_prefix_length(rows: list[list[int]]) -> int:
+    """How many leading tokens all rows share, leaving every row at least one token of its own to feed generate."""
+    if len(rows) < 2:
+        return 0
+    limit = min(len(r) for r in rows) - 1
+    first = rows[0]
+    for i in range(limit):
+        token = first[i]
+        if any(r[i] != token for r in rows):
+            return i
+    return max(limit, 0)
+
+
 class LocalPolicy:
     """Batched generation with a local model. ``keep_samples`` keeps every turn's prompt and response token
     ids per episode, for training on exactly the tokens that were sampled (GRPO)."""
@@ -125,21 +141,33 @@ class LocalPolicy:
         import torch
 
         c = self.config
-        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        rows = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        shared = shared_prefix_length(rows)
+        if shared < MIN_SHARED_PREFIX:
+            shared = 0
+        width = max(len(r) for r in rows) - shared
+        pad = self.tokenizer.pad_token_id
+        # [shared prefix][left padding][own tokens]: positions follow the mask, so the gap changes nothing
+        input_ids = torch.tensor([r[:shared] + [pad] * (width - len(r) + shared) + r[shared:] for r in rows], device=self.device)
+        mask = torch.tensor([[1] * shared + [0] * (width - len(r) + shared) + [1] * (len(r) - shared) for r in rows], device=self.device)
         sampling = {"do_sample": True, "temperature": c.temperature, "top_p": c.top_p} if c.temperature > 0 else {"do_sample": False}
         with torch.inference_mode():
+            cache = None
+            if shared:
+                cache = self.model(input_ids=input_ids[:1, :shared], use_cache=True).past_key_values
+                cache.batch_repeat_interleave(len(rows))
             output = self.model.generate(
-                **batch, max_new_tokens=c.max_tokens, stop_strings=[STOP], tokenizer=self.tokenizer,
-                pad_token_id=self.tokenizer.pad_token_id, **sampling,
+                input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
+                stop_strings=[STOP], tokenizer=self.tokenizer, pad_token_id=pad, **sampling,
             )
-        new = output[:, batch["input_ids"].shape[1] :]
+        new = output[:, input_ids.shape[1] :]
         results = []
-        for key, prompt, row, mask in zip(keys, batch["input_ids"], new.tolist(), batch["attention_mask"], strict=True):
-            produced = row[: completion_length(row, self.stop_ids, self.tokenizer.pad_token_id)]
+        for key, prompt, row in zip(keys, rows, new.tolist(), strict=True):
+            produced = row[: completion_length(row, self.stop_ids, pad)]
             text = self.tokenizer.decode(produced, skip_special_tokens=True)
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
             if self.keep_samples:
-                self.samples.setdefault(key, []).append((prompt[mask.bool()].tolist(), produced))
-            results.append(Completion(text, prompt_tokens=int(mask.sum()), completion_tokens=len(produced)))
+                self.samples.setdefault(key, []).append((list(prompt), produced))
+            results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced)))
         return results

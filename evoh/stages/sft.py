@@ -1,6 +1,7 @@
 """`evoh sft`: stage one, LoRA or QLoRA fine-tuning on refined teacher turns with TRL's SFTTrainer.
 
-Loss is on the assistant's response only (the chat template marks it). Checkpoints go to
+Loss is on the assistant's response only (the chat template marks it), unless
+``assistant_only_loss`` is off: a randomly initialised base then learns from every prompt token too. Checkpoints go to
 ``sft/checkpoints/`` and ``--resume`` continues from the last one; every logged value goes to
 ``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``. Under torchrun or
 ``accelerate launch`` every process trains and only the main one writes evoh's files.
@@ -121,7 +122,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             per_device_eval_batch_size=c.per_device_batch,
             gradient_accumulation_steps=accumulation,
             max_length=c.max_length,
-            assistant_only_loss=True,
+            assistant_only_loss=c.assistant_only_loss,
             use_cpu=not cuda,
             bf16=bf16,
             gradient_checkpointing=c.gradient_checkpointing and cuda,
