@@ -154,7 +154,7 @@ class LocalPolicy:
         with torch.inference_mode():
             cache = None
             if shared:
-                cache = self.model(input_ids=input_ids[:1, :shared], use_cache=True).past_key_values
+                cache = self.model(input_ids=input_ids[:1, :shared], use_cache=True).cache
                 cache.batch_repeat_interleave(len(rows))
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
