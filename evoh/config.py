@@ -138,6 +138,7 @@ class SftConfig:
     eval_steps: int = 50
     logging_steps: int = 5
     gradient_checkpointing: bool = False  # saves GPU memory; off on CPU, where it fails
+    action_check: int = 200  # validation turns whose greedy action is compared with the teacher's (0: none)
     seed: int = 0
 
 

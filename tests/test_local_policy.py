@@ -71,11 +71,11 @@ def test_a_missing_model_directory_is_a_clear_error(tmp_path: Path, alfworld_dat
 
 
 def test_a_batch_shares_its_common_prefix_and_generates_what_each_prompt_would_alone(tiny_model: Path):
+    import torch
+
     from evoh.config import ModelConfig
     from evoh.harness.prompts import HarnessModules, system_prompt
     from evoh.policy.local import LocalPolicy, chat_prompt, shared_prefix_length
-
-    import torch
 
     policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=12, temperature=0.0, batch_size=8))
     torch.manual_seed(0)

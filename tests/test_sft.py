@@ -38,6 +38,8 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert first.exit_code == 0, first.stderr
     result = json.loads(first.stdout)  # stdout holds only the result: the trainer's logs went to stderr
     assert result["global_step"] == 3 and "eval_loss" in result
+    val_turns = len((refined / "refine" / "val.jsonl").read_text().splitlines())
+    assert result["val_actions"]["turns"] == val_turns and 0 <= result["val_actions"]["matched"] <= val_turns
     sft = refined / "sft"
     weights = load_file(sft / "adapter" / "adapter_model.safetensors")
     lora_b = [t for name, t in weights.items() if "lora_B" in name]
@@ -143,13 +145,15 @@ def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tin
     examples = (refined / "refine" / "train.jsonl").read_text().splitlines()[:2]
     with ws.writing("refine") as directory:
         (directory / "train.jsonl").write_text("\n".join(examples) + "\n")
-        (directory / "val.jsonl").write_text("")
-        ws.finish("refine", {"examples": {"train": 2, "val": 0}})
+        (directory / "val.jsonl").write_text("\n".join(examples) + "\n")  # held out in name only: the check must see 2/2
+        ws.finish("refine", {"examples": {"train": 2, "val": 2}})
     result = evoh(
         "sft", "-w", str(ws.root), "--model", str(tiny_model), "--max-steps", "80", "--lr", "3e-3", "--train-embeddings",
         "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.save_steps=100", "--json",
     )
     assert result.exit_code == 0, result.stderr
+    checked = json.loads(result.stdout)["val_actions"]
+    assert (checked["matched"], checked["turns"]) == (2, 2) and sum(k["turns"] for k in checked["by_kind"].values()) == 2
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), ws.root / "sft" / "adapter").eval()
     for line in examples:

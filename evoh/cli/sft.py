@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from evoh.cli.output import print_json
+from evoh.cli.output import print_json, stdout_console
 from evoh.cli.recipe_options import (
     JsonOption,
     RecipeOption,
@@ -14,6 +14,7 @@ from evoh.cli.recipe_options import (
     WorkspaceOption,
     resolve,
 )
+from evoh.cli.tables import action_table
 
 
 def sft(
@@ -49,3 +50,5 @@ def sft(
     else:
         eval_loss = f", validation loss {result['eval_loss']:.4f}" if "eval_loss" in result else ""
         typer.echo(f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; adapter in {workspace}/sft/adapter")
+        if "val_actions" in result:
+            stdout_console().print(action_table(result["val_actions"]))

@@ -46,3 +46,16 @@ def report_table(result: dict[str, Any]):
     table.caption = f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"
     return table
+
+
+def action_table(agreement: dict[str, Any]):
+    """Held-out teacher turns whose action the trained model repeats, by kind of action (`evoh sft`)."""
+    from rich.table import Table
+
+    table = Table(title="held-out turns: greedy action equals the teacher's", title_justify="left")
+    for column in ("action", "matched", "turns", "%"):
+        table.add_column(column, justify="left" if column == "action" else "right")
+    rows = [(kind, row["matched"], row["turns"]) for kind, row in agreement["by_kind"].items()]
+    for kind, matched, turns in [*rows, ("all", agreement["matched"], agreement["turns"])]:
+        table.add_row(kind, str(matched), str(turns), f"{100 * matched / turns:.1f}" if turns else "-")
+    return table

@@ -130,11 +130,15 @@ class LocalPolicy:
         return chat_prompt(self.tokenizer, view)
 
     def act(self, views: list[TurnView]) -> list[Completion]:
+        return self.complete([self.prompt_text(v) for v in views], [v.key for v in views])
+
+    def complete(self, prompts: list[str], keys: list[Any] | None = None) -> list[Completion]:
+        """Responses to rendered chat prompts, ``batch_size`` at a time."""
+        keys = list(range(len(prompts))) if keys is None else keys
         size = max(1, self.config.batch_size)
         completions: list[Completion] = []
-        for start in range(0, len(views), size):
-            chunk = views[start : start + size]
-            completions += self._generate([self.prompt_text(v) for v in chunk], [v.key for v in chunk])
+        for start in range(0, len(prompts), size):
+            completions += self._generate(prompts[start : start + size], keys[start : start + size])
         return completions
 
     def _generate(self, prompts: list[str], keys: list[Any]) -> list[Completion]:
@@ -146,7 +150,7 @@ class LocalPolicy:
         if shared < MIN_SHARED_PREFIX:
             shared = 0
         width = max(len(r) for r in rows) - shared
-        pad = self.tokenizer.pad_token_id
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         # [shared prefix][left padding][own tokens]: positions follow the mask, so the gap changes nothing
         input_ids = torch.tensor([r[:shared] + [pad] * (width - len(r) + shared) + r[shared:] for r in rows], device=self.device)
         mask = torch.tensor([[1] * shared + [0] * (width - len(r) + shared) + [1] * (len(r) - shared) for r in rows], device=self.device)

@@ -172,9 +172,11 @@ class Pipeline:
     def _sft(self) -> list[dict[str, Any]]:
         from evoh.stages import sft
 
+        settings = dataclasses.asdict(self.recipe.sft)
+        settings.pop("action_check")  # a report after training: it changes no weights, so no key
         return [
             self._step(
-                "sft", dataclasses.asdict(self.recipe.sft), ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
+                "sft", settings, ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
                 extendable=("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps"),
             )
         ]

@@ -1,10 +1,11 @@
 """`evoh sft`: stage one, LoRA or QLoRA fine-tuning on refined teacher turns with TRL's SFTTrainer.
 
-Loss is on the assistant's response only (the chat template marks it), unless
-``assistant_only_loss`` is off: a randomly initialised base then learns from every prompt token too. Checkpoints go to
+Loss is on the assistant's response only (the chat template marks it), unless ``assistant_only_loss``
+is off: a randomly initialised base then learns from every prompt token too. Checkpoints go to
 ``sft/checkpoints/`` and ``--resume`` continues from the last one; every logged value goes to
-``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``. Under torchrun or
-``accelerate launch`` every process trains and only the main one writes evoh's files.
+``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``. After training, the
+model's greedy action on held-out turns is compared with the teacher's (``val_actions`` in stage.json).
+Under torchrun or ``accelerate launch`` every process trains and only the main one writes evoh's files.
 """
 
 from __future__ import annotations
@@ -57,6 +58,45 @@ def model_identity(model_dir: Path) -> dict[str, Any]:
         "path": str(model_dir.resolve()),
         "config_sha256": file_sha256(config),
         "weights_sha256": {w.name: file_sha256(w) for w in weights[:1]},  # the first shard identifies it cheaply
+    }
+
+
+def action_kind(turn) -> str:
+    """A teacher action's class for the per-kind figures: the meta verb, or the command's first word."""
+    if turn.kind == "meta":
+        return turn.verb
+    return turn.action.split(" ", 1)[0] if turn.action else turn.kind
+
+
+def action_agreement(tokenizer, model, examples: list[dict[str, Any]], batch_size: int = 16) -> dict[str, Any]:
+    """How often the trained model's greedy action equals the teacher's on held-out turns, overall and by kind.
+
+    Cheaper than an evaluation on games and an early warning: an episode needs many right actions in a row,
+    so a model that agrees with its teacher on few turns cannot win many games."""
+    from evoh.config import ModelConfig
+    from evoh.harness.turns import parse_turn
+    from evoh.policy.local import LocalPolicy
+
+    policy = LocalPolicy(ModelConfig(temperature=0.0, max_tokens=128, batch_size=batch_size), loaded=(tokenizer, model))
+    prompts = [tokenizer.apply_chat_template(e["messages"][:-1], tokenize=False, add_generation_prompt=True) for e in examples]
+    was_training = model.training
+    model.eval()
+    try:
+        completions = policy.complete(prompts)
+    finally:
+        model.train(was_training)
+    by_kind: dict[str, list[int]] = {}
+    for example, completion in zip(examples, completions, strict=True):
+        wanted = parse_turn(example["messages"][-1]["content"])
+        counts = by_kind.setdefault(action_kind(wanted), [0, 0])
+        counts[0] += parse_turn(completion.text).action == wanted.action
+        counts[1] += 1
+    matched = sum(c[0] for c in by_kind.values())
+    return {
+        "turns": len(examples),
+        "matched": matched,
+        "accuracy": matched / len(examples) if examples else 0.0,
+        "by_kind": {kind: {"matched": m, "turns": n} for kind, (m, n) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])},
     }
 
 
@@ -152,6 +192,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
             if "val" in files:
                 final["eval_loss"] = trainer.evaluate()["eval_loss"]
+            if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
+                held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
+                final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
         if trainer.is_world_process_zero():
             adapter = directory / "adapter"
             trainer.model.save_pretrained(adapter, safe_serialization=True)
