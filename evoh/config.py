@@ -116,9 +116,10 @@ class RefineConfig:
 
 @dataclass
 class SftConfig:
-    """Stage one: LoRA (or QLoRA) supervised fine-tuning on refine/train.jsonl with TRL's SFTTrainer."""
+    """Stage one: LoRA, QLoRA or full supervised fine-tuning on refine/train.jsonl with TRL's SFTTrainer."""
 
     model: str = ""  # the base model directory
+    full: bool = False  # train every weight (sft/model/) instead of a LoRA adapter (sft/adapter/): for a small random base
     lora_r: int = 64
     lora_alpha: int = 128
     lora_dropout: float = 0.05
@@ -160,7 +161,7 @@ class RewardConfig:
 class GrpoConfig:
     """Stage two: cost-aware multi-turn GRPO over whole episodes, every turn charged to the budget."""
 
-    start: Literal["sft", "none"] = "sft"  # sft: continue WS/sft/adapter; none: a fresh LoRA on `model`
+    start: Literal["sft", "none"] = "sft"  # sft: continue WS/sft/adapter (a fresh LoRA on WS/sft/model); none: a fresh LoRA on `model`
     model: str = ""  # the base model directory; empty: the one the sft stage trained on
     updates: int = 150
     tasks_per_update: int = 16  # T train games per update

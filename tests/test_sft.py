@@ -165,3 +165,43 @@ def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tin
         answer = tokenizer.decode(out[0][batch["input_ids"].shape[1]:], skip_special_tokens=True)
         wanted = re.search(r"<action>(.*?)</action>", messages[2]["content"]).group(1)
         assert re.search(r"<action>(.*?)</action>", answer).group(1) == wanted, answer
+
+
+def test_full_fine_tuning_trains_every_weight_and_feeds_export_and_grpo(refined: Path, tiny_model: Path, tmp_path: Path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from evoh.config import Recipe
+    from evoh.stages.grpo import starting_point
+    from evoh.stages.sft import trained_weights
+    from evoh.workspace import Workspace
+
+    ws = tmp_path / "ws"
+    shutil.copytree(refined, ws, ignore=shutil.ignore_patterns("sft", "export"))
+    (ws / "sft" / "adapter").mkdir(parents=True)  # an earlier LoRA run's weights: must not outlive this one
+    refused = _sft(ws, tiny_model, 2, "--full", "--load-in-4bit")
+    assert refused.exit_code == 2 and "drop --load-in-4bit" in refused.stderr
+    result = _sft(ws, tiny_model, 3, "--full")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["val_actions"]["turns"] > 0
+    stage = json.loads((ws / "sft" / "stage.json").read_text())
+    assert stage["method"] == "full" and stage["base_model"]["path"] == str(tiny_model.resolve())
+    assert not (ws / "sft" / "adapter").exists() and not list((ws / "sft" / "model").glob("adapter_*"))
+    before, after = load_file(next(tiny_model.glob("*.safetensors"))), load_file(ws / "sft" / "model" / "model.safetensors")
+    changed = [name for name in before if not torch.equal(before[name], after[name])]
+    assert len(changed) == len(before)  # every weight trained, embeddings and norms included
+
+    workspace = Workspace(ws)
+    assert trained_weights(workspace, "sft") == (ws / "sft" / "model", None)
+    assert starting_point(Recipe(), workspace) == (ws / "sft" / "model", None)  # grpo puts a fresh adapter on it
+
+    out = tmp_path / "exported"
+    exported = evoh("export", "-w", str(ws), "--dtype", "fp32", "--out", str(out), "--json")
+    assert exported.exit_code == 0, exported.stderr
+    assert json.loads(exported.stdout)["max_logit_difference"] < 1e-5
+    assert "every weight fine-tuned" in (out / "README.md").read_text()
+    reloaded = AutoModelForCausalLM.from_pretrained(out)
+    assert all(torch.equal(p, after[name]) for name, p in reloaded.state_dict().items() if name in after)

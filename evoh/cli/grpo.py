@@ -22,7 +22,7 @@ from evoh.cli.recipe_options import (
 
 def grpo(
     workspace: WorkspaceOption,
-    start: Annotated[str | None, typer.Option("--from", help="sft: continue WS/sft/adapter; none: a fresh adapter on --model.")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="sft: continue WS/sft/adapter (or a fresh one on WS/sft/model); none: a fresh adapter on --model.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Base model directory (default: the one sft trained).")] = None,
     updates: Annotated[int | None, typer.Option("--updates", min=1, help="Policy updates (paper: 150).")] = None,
     tasks_per_update: Annotated[int | None, typer.Option("--tasks-per-update", min=1, help="Train games per update (paper: 16).")] = None,

@@ -59,7 +59,7 @@ def load_model(model_dir: str, adapter_dir: str = "", device: str = "auto", dtyp
         from peft import PeftModel
 
         if not (Path(adapter_dir) / "adapter_config.json").exists():
-            raise EvohError(f"{adapter_dir} is not a PEFT adapter directory", hint="pass the sft/adapter folder of a workspace")
+            raise EvohError(f"{adapter_dir} is not a PEFT adapter directory", hint="pass the sft/adapter folder of a workspace; a fully fine-tuned sft/model goes to --model")
         model = PeftModel.from_pretrained(model, adapter_dir)
     model.eval()
     return tokenizer, model

@@ -1,8 +1,9 @@
 """`evoh export`: the trained adapter merged into its base model, as a complete model directory.
 
 The result (sharded safetensors, tokenizer, config, generation config, and a model card) loads in
-plain transformers, vLLM or TRL with no evoh and no PEFT. The export is verified: the merged model is
-reloaded from disk and its logits are compared with the adapter model's on real prompts from the
+plain transformers, vLLM or TRL with no evoh and no PEFT. A fully fine-tuned sft model has nothing to
+merge and is written in the chosen dtype with its card. The export is verified: the written model is
+reloaded from disk and its logits are compared with the trained model's on real prompts from the
 refined data; the largest difference is reported and recorded.
 """
 
@@ -50,11 +51,12 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
         "",
         f"- Base model: `{manifest['base_model']['path']}`",
         "- Training data: " + ", ".join(f"{k} `{v['path']}` (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items()),
+        "- Weights: every weight fine-tuned (no adapter)" if manifest.get("method") == "full" else
         f"- LoRA: r={config.get('lora_r')}, alpha={config.get('lora_alpha')}, targets {config.get('target')}, "
         f"{'QLoRA (NF4 base)' if config.get('load_in_4bit') else 'full-precision base'}",
         f"- Optimisation: lr {config.get('lr')}, {config.get('scheduler')} schedule, batch {config.get('batch_size')}, "
         f"{manifest.get('global_step')} steps; final training loss {manifest.get('train_loss', float('nan')):.4f}",
-        f"- Verification: largest |logit difference| against the adapter model on real prompts: {difference:.3g}",
+        f"- Verification: largest |logit difference| against the trained model on real prompts: {difference:.3g}",
         "",
         "Prompts are evoh's per-turn harness prompts; answers take the form",
         "`<think>…</think><action>…</action>`.",
@@ -77,8 +79,10 @@ def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Pat
         raise EvohError(f"--from {source!r} is not a training stage", hint="use --from sft or --from grpo")
     if dtype not in DTYPES:
         raise EvohError(f"--dtype {dtype!r} is not supported", hint="use bf16 or fp32")
+    from evoh.stages.sft import trained_weights
+
     manifest = workspace.require(source)
-    adapter = workspace.path(source) / "adapter"
+    model_dir, adapter = trained_weights(workspace, source)
     out = Path(out) if out else workspace.path(STAGE) / "model"
     if out.exists() and any(out.iterdir()) and not force:
         raise EvohError(f"{out} is not empty", hint="pick another --out, or pass --force to replace what is there")
@@ -88,15 +92,17 @@ def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Pat
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     started = time.time()
-    base_dir = manifest["base_model"]["path"]
-    tokenizer = AutoTokenizer.from_pretrained(adapter)
+    tokenizer = AutoTokenizer.from_pretrained(adapter or model_dir)
     tokenizer.padding_side = "left"
-    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32), adapter).eval()
+    trained = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if adapter is not None:
+        trained = PeftModel.from_pretrained(trained, adapter)
+    trained.eval()
     prompts = _prompts(workspace, tokenizer)
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.inference_mode():
-        reference = adapted(**batch).logits
-    merged = adapted.merge_and_unload()
+        reference = trained(**batch).logits
+    merged = trained.merge_and_unload() if adapter is not None else trained
     merged = merged.to(torch.bfloat16 if dtype == "bf16" else torch.float32)
     with workspace.writing(STAGE):
         out.mkdir(parents=True, exist_ok=True)

@@ -67,11 +67,12 @@ class Callbacks:
 
 def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | None]:
     """(base model directory, adapter to continue or None)."""
+    from evoh.stages.sft import trained_weights
+
     g = recipe.grpo
     if g.start == "sft":
-        manifest = workspace.require("sft")
-        base = Path(g.model or manifest["base_model"]["path"])
-        adapter = workspace.path("sft") / "adapter"
+        base, adapter = trained_weights(workspace, "sft")  # a fully fine-tuned model gets a fresh adapter
+        base = Path(g.model) if g.model else base
     else:
         if not g.model:
             raise EvohError("grpo.start = 'none' needs a base model", hint="pass --model DIR (an exported SFT model, or evoh model init's)")

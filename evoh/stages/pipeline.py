@@ -202,6 +202,7 @@ class Pipeline:
 
     def _eval(self) -> list[dict[str, Any]]:
         from evoh.stages import evaluate
+        from evoh.stages.sft import trained_weights
 
         done = []
         for source in self.recipe.run.eval_from:
@@ -214,8 +215,8 @@ class Pipeline:
                     r.model.model, r.model.adapter = r.sft.model, ""
                     inputs = ["model"]
                 else:
-                    manifest = self.workspace.require(source)
-                    r.model.model, r.model.adapter = manifest["base_model"]["path"], str(self.workspace.path(source) / "adapter")
+                    model, adapter = trained_weights(self.workspace, source)
+                    r.model.model, r.model.adapter = str(model), str(adapter or "")
                     inputs = [source]
                 settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": dataclasses.asdict(r.model)}
 

@@ -1,9 +1,11 @@
-"""`evoh sft`: stage one, LoRA or QLoRA fine-tuning on refined teacher turns with TRL's SFTTrainer.
+"""`evoh sft`: stage one, LoRA, QLoRA or full fine-tuning on refined teacher turns with TRL's SFTTrainer.
 
 Loss is on the assistant's response only (the chat template marks it), unless ``assistant_only_loss``
 is off: a randomly initialised base then learns from every prompt token too. Checkpoints go to
 ``sft/checkpoints/`` and ``--resume`` continues from the last one; every logged value goes to
-``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``. After training, the
+``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``, or with ``full`` the
+whole model in ``sft/model/`` (a few-million-parameter random base learns faster with every weight
+free than through low-rank updates, and a full step costs less on a CPU). After training, the
 model's greedy action on held-out turns is compared with the teacher's (``val_actions`` in stage.json).
 Under torchrun or ``accelerate launch`` every process trains and only the main one writes evoh's files.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,6 +27,15 @@ from evoh.errors import EvohError
 from evoh.workspace import Workspace, file_sha256
 
 STAGE = "sft"
+WEIGHTS = {False: "adapter", True: "model"}  # keyed by SftConfig.full
+
+
+def trained_weights(workspace: Workspace, stage: str) -> tuple[Path, Path | None]:
+    """(model directory, adapter directory or None) that a finished training stage left, for eval, grpo and export."""
+    manifest = workspace.require(stage)
+    if manifest.get("method") == "full":
+        return workspace.path(stage) / WEIGHTS[True], None
+    return Path(manifest["base_model"]["path"]), workspace.path(stage) / WEIGHTS[False]
 
 
 def _rank() -> int:
@@ -106,6 +118,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     model_dir = Path(c.model)
     if not c.model or not (model_dir / "config.json").exists():
         raise EvohError(f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)")
+    if c.full and c.load_in_4bit:
+        raise EvohError("full fine-tuning cannot train 4-bit weights", hint="drop --load-in-4bit, or drop --full to train a LoRA adapter on the 4-bit base")
     check_4bit(c.load_in_4bit)
 
     import torch
@@ -147,7 +161,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
-        lora = LoraConfig(
+        lora = None if c.full else LoraConfig(
             r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout, target_modules=target, task_type="CAUSAL_LM",
             modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
         )
@@ -195,14 +209,17 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
                 held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
                 final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
+        weights = directory / WEIGHTS[c.full]
+        stale = directory / WEIGHTS[not c.full]
+        trainer.save_model(str(weights))  # with the tokenizer; every rank calls it: ZeRO-3 gathers the weights first
         if trainer.is_world_process_zero():
-            adapter = directory / "adapter"
-            trainer.model.save_pretrained(adapter, safe_serialization=True)
-            tokenizer.save_pretrained(adapter)
+            if stale.exists():
+                shutil.rmtree(stale)  # an earlier run's other kind of weights must not outlive it
             workspace.finish(
                 STAGE,
                 {
                     "config": recipe_dict(recipe)["sft"],
+                    "method": "full" if c.full else "lora",
                     "base_model": model_identity(model_dir),
                     "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
                     "processes": world,
