@@ -1,6 +1,6 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lora-r", type=int, default=64)
     parser.add_argument("--lora-dropout", type=float, default=0.05)
+    parser.add_argument("--full", action="store_true", help="train every weight instead of a LoRA adapter")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="evoh-sft-bench-"))
@@ -39,7 +40,7 @@ def main() -> None:
         "collect.split=train", f"collect.limit={args.games}", "refine.val_fraction=0",
         f"sft.model={root / 'model'}", f"sft.max_steps={args.steps}", f"sft.batch_size={args.batch}",
         f"sft.per_device_batch={args.batch}", f"sft.lora_r={args.lora_r}", f"sft.lora_alpha={2 * args.lora_r}",
-        f"sft.lora_dropout={args.lora_dropout}",
+        f"sft.lora_dropout={args.lora_dropout}", f"sft.full={str(args.full).lower()}",
         "sft.train_embeddings=true", "sft.lr=3e-3", "sft.max_length=2048", "sft.save_steps=1000000", "sft.logging_steps=1",
     ])
     collect.run(recipe, ws)
@@ -52,7 +53,8 @@ def main() -> None:
     tokens = max(m.get("num_tokens", 0) for m in logs)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{info['size']} model, {info['parameters']:,} parameters; {report['turns']['train']} training examples")
-    print(f"  {result['global_step']} steps of {args.batch} examples, LoRA r={args.lora_r} (dropout {args.lora_dropout}) + embeddings, fp32 on CPU")
+    method = "every weight" if args.full else f"LoRA r={args.lora_r} (dropout {args.lora_dropout}) + embeddings"
+    print(f"  {result['global_step']} steps of {args.batch} examples, {method}, fp32 on CPU")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
     print(f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step")
     print(f"  peak memory (max RSS) {peak_mb:.0f} MB; training loss {result['train_loss']:.3f}")
