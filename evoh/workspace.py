@@ -82,6 +82,18 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def weights_identity(directory: Path) -> dict[str, Any]:
+    """Where a model or adapter directory is and what it holds: hashes of its config and of its first
+    safetensors shard, enough to tell retrained weights apart without reading every shard of a large model."""
+    config = next((c for c in (directory / "config.json", directory / "adapter_config.json") if c.exists()), None)
+    weights = sorted(directory.glob("*.safetensors")) if directory.is_dir() else []
+    return {
+        "path": str(directory.resolve()),
+        "config_sha256": file_sha256(config) if config else None,
+        "weights_sha256": {w.name: file_sha256(w) for w in weights[:1]},
+    }
+
+
 @dataclass
 class JsonlContents:
     """What a JSONL file held: its complete records and the bytes of a torn last line, if any."""

@@ -102,3 +102,25 @@ def test_a_batch_shares_its_common_prefix_and_generates_what_each_prompt_would_a
 class _View:
     def __init__(self, system: str, user: str) -> None:
         self.system, self.user = system, user
+
+
+def test_retrained_weights_at_the_same_path_are_another_policy(tiny_model: Path, tmp_path: Path):
+    """Resuming an evaluation keys episodes by the policy's identity: it must change with the weights."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from evoh.config import ModelConfig
+    from evoh.policy.local import LocalPolicy
+
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_model, copy)
+    before = LocalPolicy(ModelConfig(model=str(copy), max_tokens=4)).identity()
+    model = AutoModelForCausalLM.from_pretrained(copy)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.01)
+    model.save_pretrained(copy)
+    after = LocalPolicy(ModelConfig(model=str(copy), max_tokens=4)).identity()
+    assert before["model"] == after["model"] and before["weights"]["model"] != after["weights"]["model"]
+

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from evoh.workspace import fingerprint, read_jsonl, weights_identity
 from tests.cli_runner import evoh
 
 pytest.importorskip("trl")
@@ -90,6 +91,14 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     assert more == {"model": False, "collect": False, "refine": False, "sft": False, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
     updates = [json.loads(line)["update"] for line in (ws / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert updates == [0, 1]  # continued from the checkpoint of update 1, not from zero
+    summary = json.loads((ws / "eval" / "grpo-valid_seen" / "summary.json").read_text())
+    assert summary["policy"]["weights"]["adapter"] == fingerprint(weights_identity(ws / "grpo" / "adapter"))
+
+    # a changed evaluation starts over: its old episodes measured something else and are not resumed into it
+    reseeded = _stages(evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--set", "eval.seed=1", "--json"))
+    assert reseeded["eval/grpo-valid_seen"] and not reseeded["grpo"]
+    records = read_jsonl(ws / "eval" / "grpo-valid_seen" / "episodes.jsonl").records
+    assert len(records) == 1 and records[0]["policy"]["sampling"]["seed"] == 1
 
     other = evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--set", "grpo.lr=0.5")
     assert other.exit_code == 2 and "made with other settings" in other.stderr and "delete" in other.stderr

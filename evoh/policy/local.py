@@ -16,6 +16,7 @@ from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.harness.episode import TurnView
 from evoh.policy.base import Completion
+from evoh.workspace import fingerprint, weights_identity
 
 STOP = "</action>"
 MIN_SHARED_PREFIX = 16  # tokens; below this a separate prefix pass costs more than it saves
@@ -108,6 +109,7 @@ class LocalPolicy:
         self.keep_samples = keep_samples
         self.samples: dict[Any, list[tuple[list[int], list[int]]]] = {}
         self.finished: dict[Any, list[tuple[list[int], list[int]]]] = {}
+        self._weights: dict[str, str | None] | None = None
         stop = self.model.generation_config.eos_token_id
         self.stop_ids = set(stop if isinstance(stop, list) else [stop]) | {self.tokenizer.eos_token_id}
         if loaded is None:
@@ -115,10 +117,16 @@ class LocalPolicy:
 
     def identity(self) -> dict[str, Any]:
         c = self.config
+        if self._weights is None:  # retrained weights at the same path are another policy: resuming must not mix them
+            self._weights = {
+                "model": fingerprint(weights_identity(Path(c.model))),
+                "adapter": fingerprint(weights_identity(Path(c.adapter))) if c.adapter else None,
+            }
         return {
             "policy": "local",
             "model": str(Path(c.model).resolve()),
             "adapter": str(Path(c.adapter).resolve()) if c.adapter else None,
+            "weights": self._weights,
             "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed},
         }
 

@@ -38,7 +38,7 @@ from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, token_l
 from evoh.rollout import rollout
 from evoh.stages.episodes import episode_settings
 from evoh.stages.summary import summarize
-from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl
+from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl, weights_identity
 
 STAGE = "grpo"
 REFERENCE = "reference"
@@ -394,7 +394,6 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     from evoh.env.pool import EnvPool
     from evoh.policy.local import LocalPolicy
     from evoh.policy.vllm_engine import choose_generator
-    from evoh.stages.sft import model_identity
 
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     if accelerator.distributed_type.name == "DEEPSPEED":
@@ -501,7 +500,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 {
                     "config": recipe_dict(recipe)["grpo"],
                     "protocol": {**train_settings.protocol(), "reward": REWARD_VERSION},
-                    "base_model": model_identity(base),
+                    "base_model": weights_identity(base),
                     "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
                     "data": str(data),
                     "processes": accelerator.num_processes,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import orjson
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.stages.episodes import play_settings
-from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint
+from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
 
 STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
 SOURCES = ("base", "sft", "grpo")
@@ -76,12 +77,19 @@ class Pipeline:
         atomic_write_json(self.file, self.state)
 
     def _step(
-        self, stage: str, settings: dict[str, Any], inputs: list[str], action: Callable[[bool], dict[str, Any]], extendable: tuple[str, ...] = ()
+        self,
+        stage: str,
+        settings: dict[str, Any],
+        inputs: list[str],
+        action: Callable[[bool], dict[str, Any]],
+        extendable: tuple[str, ...] = (),
+        measures: bool = False,
     ) -> dict[str, Any]:
         """Run ``action(resume)`` unless the stage already finished with this key; record what happened.
 
         ``extendable`` names settings (``key`` or ``section.key``) that only make a run longer: a stage whose other
-        settings are unchanged continues from its checkpoints instead of starting over."""
+        settings are unchanged continues from its checkpoints instead of starting over. A stage that ``measures``
+        (an evaluation) starts over when its settings or inputs changed: its old episodes measured other weights."""
         inputs_keys = [self._input_key(i) for i in inputs]
         key = fingerprint({"stage": stage.split("/")[0], "settings": settings, "inputs": inputs_keys})
         fixed = copy.deepcopy(settings)
@@ -96,6 +104,8 @@ class Pipeline:
         if skip:
             return {"stage": stage, "ran": False, "seconds": 0.0}
         resume = self.state.get(stage, {}).get("identity") == identity  # the same run, interrupted or made longer
+        if measures and not resume and self.workspace.path(stage).is_dir():
+            shutil.rmtree(self.workspace.path(stage))
         checkpoints = self.workspace.path(stage) / "checkpoints"
         if not resume and checkpoints.is_dir() and any(checkpoints.iterdir()):
             raise EvohError(
@@ -116,9 +126,7 @@ class Pipeline:
         if stage in self.keys:
             return self.keys[stage]
         if stage == "model":  # hashing the weights is costly for a large model: once per run
-            from evoh.stages.sft import model_identity
-
-            self.keys["model"] = fingerprint(model_identity(Path(self.recipe.sft.model)))
+            self.keys["model"] = fingerprint(weights_identity(Path(self.recipe.sft.model)))
             return self.keys["model"]
         manifest = self.workspace.path(stage) / MANIFEST
         return file_sha256(manifest) if manifest.exists() else "absent"
@@ -224,7 +232,7 @@ class Pipeline:
                     with self._episodes(name) as callbacks:
                         return evaluate.run(r, self.workspace, callbacks)
 
-                done.append(self._step(f"eval/{name}", settings, inputs, action))
+                done.append(self._step(f"eval/{name}", settings, inputs, action, measures=True))
         return done
 
     def _export(self) -> list[dict[str, Any]]:

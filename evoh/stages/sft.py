@@ -24,7 +24,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
-from evoh.workspace import Workspace, file_sha256
+from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "sft"
 WEIGHTS = {False: "adapter", True: "model"}  # keyed by SftConfig.full
@@ -61,16 +61,6 @@ def check_4bit(load_in_4bit: bool) -> None:
             "--load-in-4bit (QLoRA) needs a CUDA GPU, and none is visible",
             hint="drop --load-in-4bit to train LoRA on full-precision weights here, or run on a GPU node",
         )
-
-
-def model_identity(model_dir: Path) -> dict[str, Any]:
-    config = model_dir / "config.json"
-    weights = sorted(model_dir.glob("*.safetensors"))
-    return {
-        "path": str(model_dir.resolve()),
-        "config_sha256": file_sha256(config),
-        "weights_sha256": {w.name: file_sha256(w) for w in weights[:1]},  # the first shard identifies it cheaply
-    }
 
 
 def action_kind(turn) -> str:
@@ -220,7 +210,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                 {
                     "config": recipe_dict(recipe)["sft"],
                     "method": "full" if c.full else "lora",
-                    "base_model": model_identity(model_dir),
+                    "base_model": weights_identity(model_dir),
                     "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
                     "processes": world,
                     "gradient_accumulation": accumulation,
