@@ -197,7 +197,13 @@ def test_ctrl_c_in_play_exits_130_and_stops_the_engine(alfworld_data: Path):
     assert workers
     assert proc.stdout.readline().startswith("[0] -= Welcome to TextWorld")  # the game is up, waiting for input
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # never leave the command and its engine running after a failure
+        for pid in [proc.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     assert proc.returncode == 130 and "error: interrupted" in err and "Traceback" not in err
 
     def alive() -> list[int]:

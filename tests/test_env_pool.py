@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -136,7 +137,13 @@ def test_ctrl_c_stops_the_pool_and_its_workers(alfworld_data: Path, tmp_path: Pa
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     time.sleep(1.0)  # mid-stepping
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # never leave a loop and its workers running after a failure
+        for pid in [proc.pid, *pids]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        raise
     assert "KeyboardInterrupt" in err
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
