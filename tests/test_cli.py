@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from evoh.cli.completions import SHELLS, completion_script
 from evoh.env.games import load_tasks
 from tests.alfworld_helpers import planner_walkthrough
 from tests.cli_runner import evoh
+from tests.subprocesses import interrupt
 
 ROOT = Path(__file__).parents[1]
 
@@ -196,14 +196,7 @@ def test_ctrl_c_in_play_exits_130_and_stops_the_engine(alfworld_data: Path):
     workers = _children(proc.pid)
     assert workers
     assert proc.stdout.readline().startswith("[0] -= Welcome to TextWorld")  # the game is up, waiting for input
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:  # never leave the command and its engine running after a failure
-        for pid in [proc.pid, *workers]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        raise
+    err = interrupt(proc, workers)
     assert proc.returncode == 130 and "error: interrupted" in err and "Traceback" not in err
 
     def alive() -> list[int]:

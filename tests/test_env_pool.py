@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from evoh.env.engine import GameEngine
 from evoh.env.games import load_tasks
 from evoh.env.pool import EnvPool
 from tests.fakes import FaultyEngine
+from tests.subprocesses import interrupt
 
 pytestmark = pytest.mark.engine
 
@@ -136,14 +136,7 @@ def test_ctrl_c_stops_the_pool_and_its_workers(alfworld_data: Path, tmp_path: Pa
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     time.sleep(1.0)  # mid-stepping
-    proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:  # never leave a loop and its workers running after a failure
-        for pid in [proc.pid, *pids]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        raise
+    err = interrupt(proc, pids)
     assert "KeyboardInterrupt" in err
     deadline = time.monotonic() + 10
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:

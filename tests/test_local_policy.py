@@ -123,4 +123,3 @@ def test_retrained_weights_at_the_same_path_are_another_policy(tiny_model: Path,
     model.save_pretrained(copy)
     after = LocalPolicy(ModelConfig(model=str(copy), max_tokens=4)).identity()
     assert before["model"] == after["model"] and before["weights"]["model"] != after["weights"]["model"]
-
