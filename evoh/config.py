@@ -47,12 +47,16 @@ class HarnessConfig:
 
 @dataclass
 class ExpertConfig:
-    """How often the expert teacher uses each meta-action, from 0 (never) to 1 (at every chance)."""
+    """How often the expert teacher uses each meta-action, from 0 (never) to 1 (at every chance), and slips."""
 
     recall: float = 1.0
     commit: float = 1.0
     track: float = 1.0
     note: float = 1.0
+    # Chance per environment action of a typical student mistake (a command one detail off, inadmissible)
+    # before the right one. Refine drops the mistake and keeps the recovery, so the student sees states it
+    # reaches after its own errors (noise injection into the teacher) instead of only flawless histories.
+    slip: float = 0.0
 
 
 @dataclass

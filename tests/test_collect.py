@@ -139,3 +139,37 @@ def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, c
     assert rich["heat"]["meta"]["recall"]["executed"] == 3  # at the start (twice) and before heating
     assert all(r["meta"]["commit"]["executed"] >= 4 and r["meta"]["note"]["executed"] == 1 for r in rich.values())
     assert "Examples of finished episodes" in rich["heat"]["system"]
+
+
+def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld_data: Path):
+    from evoh.config import ExpertConfig, Recipe
+    from evoh.env.games import load_tasks
+    from evoh.env.pool import EnvPool
+    from evoh.harness.episode import EpisodeSettings
+    from evoh.harness.experience import Bank
+    from evoh.policy.expert import ExpertPolicy
+    from evoh.policy.search_prior import SearchPrior
+    from evoh.rollout import rollout
+    from evoh.stages.refine import refine
+
+    games = load_tasks("valid_seen", alfworld_data)
+    tasks = [next(t for t in games if t.task_type == kind) for kind in ("pick_and_place_simple", "pick_two_obj_and_place", "look_at_obj_in_light")]
+    records = []
+    with EnvPool(1) as pool:
+        rollout([(t.id, t) for t in tasks], ExpertPolicy(SearchPrior(), ExpertConfig(slip=0.3), seed=3), pool, EpisodeSettings(), Bank(),
+                lambda episode, usage: records.append(episode.record()))
+    assert all(r["won"] for r in records)
+    slips = 0
+    for record in records:
+        env_turns = [t for t in record["trace"] if t["kind"] == "env"]
+        for turn, after in zip(env_turns, env_turns[1:]):
+            if turn["outcome"] == "invalid":
+                slips += 1
+                assert after["valid"] and "That command was not admissible" in after["response"]
+                assert after["action"] != turn["action"]
+        assert all(t["valid"] for t in record["trace"] if t["kind"] != "env")
+    assert slips >= 3
+    train, val, report = refine(records, Recipe())
+    assert report["turns"]["dropped"] == {"invalid action": slips}
+    responses = [m["messages"][-1]["content"] for m in train + val]
+    assert sum("That command was not admissible" in r for r in responses) == slips

@@ -5,6 +5,8 @@ the object tends to be (recalled search priorities when the Experience bank has 
 own ranking learned from the train split), opens closed receptacles, and handles all six task types.
 Harness use is scripted and tunable: recall at the start and before heat/cool/clean, commit each
 milestone of the plan, track the second object of a pick-two task, note where the object was found.
+With ``slip`` > 0 it sometimes sends a command one detail off before the right one, so its traces
+also show how to recover from the mistakes a student makes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class _Memory:
     tracked: bool = False
     noted: bool = False
     unreachable: set[str] = field(default_factory=set)  # objects whose take was not admissible
+    slipped: str = ""  # the mistaken command just sent, if the last environment action was a slip
 
 
 class ExpertPolicy:
@@ -133,10 +136,34 @@ class ExpertPolicy:
 
     def _act(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
         think, action = self._choose(view, goal, memory)
-        if action in view.admissible:
-            return think, action
-        # never send what the world would refuse: look around instead (it spends the step honestly)
-        return "I am not sure what to do next, so I will look around.", "look"
+        if action not in view.admissible:
+            # never send what the world would refuse: look around instead (it spends the step honestly)
+            think, action = "I am not sure what to do next, so I will look around.", "look"
+        if memory.slipped:
+            memory.slipped = ""
+            think = f"That command was not admissible, so I will copy one from the list. {think}"
+        elif self._chance(memory, self.style.slip):
+            memory.slipped = self._slip(view, action, memory.rng)
+            if memory.slipped:
+                return think, memory.slipped
+        return think, action
+
+    @staticmethod
+    def _slip(view: TurnView, action: str, rng: random.Random) -> str:
+        """The right command one detail off, as a weak student writes it: another number, or a trip to
+        the place it already stands at. Empty when no such command is inadmissible."""
+        slips = []
+        location = view.belief.location
+        if location and not action.startswith("go to "):
+            slips.append(f"go to {location}")
+        words = action.split(" ")
+        for index, word in enumerate(words):
+            if word.isdigit():
+                for number in (int(word) + 1, int(word) - 1, int(word) + 2):
+                    if number > 0:
+                        slips.append(" ".join(words[:index] + [str(number)] + words[index + 1:]))
+        slips = [s for s in slips if s not in view.admissible]
+        return rng.choice(slips) if slips else ""
 
     def _choose(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
         if goal.task == "look":
