@@ -123,3 +123,23 @@ def test_retrained_weights_at_the_same_path_are_another_policy(tiny_model: Path,
     model.save_pretrained(copy)
     after = LocalPolicy(ModelConfig(model=str(copy), max_tokens=4)).identity()
     assert before["model"] == after["model"] and before["weights"]["model"] != after["weights"]["model"]
+
+
+def test_an_adapter_is_merged_for_inference_and_answers_as_the_adapter_model(tiny_model: Path, tmp_path: Path):
+    import torch
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from evoh.policy.local import load_model
+
+    torch.manual_seed(0)
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)  # non-zero B: the adapter matters
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(tmp_path / "adapter")
+    tokenizer, merged = load_model(str(tiny_model), str(tmp_path / "adapter"), device="cpu")
+    assert not isinstance(merged, PeftModel) and not any("lora" in name for name, _ in merged.named_parameters())
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), tmp_path / "adapter").eval()
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    batch = tokenizer(["Objective: put a clean mug in coffeemachine.\nObservation: You see a mug 1."], return_tensors="pt")
+    with torch.inference_mode():
+        ours, theirs, base = (m(**batch).logits for m in (merged, adapted, plain))
+    assert torch.allclose(ours, theirs, atol=1e-4) and not torch.allclose(ours, base, atol=1e-2)
