@@ -173,3 +173,9 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
     assert report["turns"]["dropped"] == {"invalid action": slips}
     responses = [m["messages"][-1]["content"] for m in train + val]
     assert sum("That command was not admissible" in r for r in responses) == slips
+
+
+def test_an_expert_rate_outside_0_to_1_is_refused_before_anything_is_written(alfworld_data: Path, tmp_path: Path):
+    result = evoh("collect", "-w", str(tmp_path / "ws"), "--split", "valid_seen", "--limit", "1", "--data", str(alfworld_data), "--set", "expert.slip=1.5")
+    assert result.exit_code == 2 and "expert.slip = 1.5 must be a chance from 0 to 1" in result.stderr and "between 0" in result.stderr
+    assert not (tmp_path / "ws" / "collect").exists()

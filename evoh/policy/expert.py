@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evoh.config import ExpertConfig
+from evoh.errors import EvohError
 from evoh.harness.belief import INVENTORY, SeenObject, object_type
 from evoh.harness.episode import TurnView
 from evoh.harness.goal import APPLIANCE, VERB, Goal
@@ -48,6 +49,9 @@ class ExpertPolicy:
     def __init__(self, prior: SearchPrior, style: ExpertConfig | None = None, seed: int = 0) -> None:
         self.prior = prior
         self.style = style or ExpertConfig()
+        for name, rate in asdict(self.style).items():
+            if not 0 <= rate <= 1:
+                raise EvohError(f"expert.{name} = {rate} must be a chance from 0 to 1", hint=f"set expert.{name} between 0 (never) and 1 (at every chance)")
         self.seed = seed
         self._memory: dict[Any, _Memory] = {}
 
