@@ -98,6 +98,8 @@ class PlayConfig:
 class CollectConfig(PlayConfig):
     """Teacher trajectories for supervised training."""
 
+    label: Literal["", "expert"] = ""  # expert: the expert also answers every view the player reaches (DAgger labels)
+
 
 @dataclass
 class EvalConfig(PlayConfig):

@@ -63,7 +63,7 @@ def rollout(
             if completion.error:
                 episode.error = f"policy: {completion.error}"
                 continue
-            command = episode.act(completion.text)
+            command = episode.act(completion.text, completion.label)
             if command is not None:
                 commands[episode.key] = command
         if commands:

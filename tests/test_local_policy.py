@@ -65,6 +65,40 @@ def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alf
     assert (tmp_path / "collect" / "stage.json").exists()
 
 
+def test_a_student_labelled_by_the_expert_is_refined_into_the_experts_answers(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
+    """DAgger: the random student drives (and loses) the episodes; refine trains on the expert's answer to each of its turns."""
+    from evoh.harness.turns import parse_turn
+
+    result = evoh(
+        "collect", "-w", str(tmp_path), "--teacher", "local", "--model", str(tiny_model), "--label-with", "expert",
+        "--split", "train", "--limit", "2", "--max-steps", "5", "--data", str(alfworld_data), "--set", "model.max_tokens=8", "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["policy"]["policy"] == "labelled" and summary["policy"]["labeller"]["style"]["slip"] == 0.0
+    assert summary["won"] == 0 and summary["labelled_turns"] == 10 and summary["label_agreement"] == 0.0
+    records = read_jsonl(tmp_path / "collect" / "trajectories.jsonl").records
+    turns = [t for r in records for t in r["trace"]]
+    assert len(turns) == 10 and all(t["outcome"] in ("malformed", "invalid") for t in turns)  # the student played
+    assert all(parse_turn(t["label"]).kind != "malformed" for t in turns)  # the expert answered every view
+    assert any(parse_turn(t["label"]).kind == "env" for t in turns)
+
+    result = evoh("refine", "-w", str(tmp_path), "--set", "refine.val_fraction=0", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["episodes"]["kept"] == 2  # lost episodes teach, through their labels
+    assert report["turns"]["input"] == report["turns"]["kept"] + sum(report["turns"]["dropped"].values()) == 10
+    examples = [json.loads(line)["messages"] for line in (tmp_path / "refine" / "train.jsonl").read_text().splitlines()]
+    labels = {(t["user"], t["label"]) for t in turns}
+    assert len(examples) == report["turns"]["kept"] and {(m[1]["content"], m[2]["content"]) for m in examples} <= labels
+
+
+def test_labels_from_the_expert_need_another_player(alfworld_data: Path, tmp_path: Path):
+    result = evoh("collect", "-w", str(tmp_path / "ws"), "--label-with", "expert", "--limit", "1", "--data", str(alfworld_data))
+    assert result.exit_code == 2 and "--teacher local" in result.stderr
+    assert not (tmp_path / "ws").exists()
+
+
 def test_a_missing_model_directory_is_a_clear_error(tmp_path: Path, alfworld_data: Path):
     result = evoh("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tmp_path / "none"), "--data", str(alfworld_data))
     assert result.exit_code == 2 and "is not a model directory" in result.stderr and "evoh model init" in result.stderr

@@ -32,6 +32,7 @@ from evoh.cli.tables import summary_table
 def collect(
     workspace: WorkspaceOption,
     teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
+    label_with: Annotated[str | None, typer.Option("--label-with", help="expert: the expert also answers every turn the player reaches, and refine trains on its answers (DAgger).")] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
     limit: LimitOption = None,
     spread: SpreadOption = None,
@@ -54,7 +55,7 @@ def collect(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, collect__policy=teacher, collect__split=split, collect__limit=limit, collect__spread=spread, env__workers=workers,
+        recipe, sets, collect__policy=teacher, collect__label=label_with, collect__split=split, collect__limit=limit, collect__spread=spread, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
         collect__freeze_bank=freeze_bank, env__data=data,
         model__model=model, model__base_url=base_url, model__adapter=adapter,
@@ -64,4 +65,6 @@ def collect(
     if as_json:
         print_json(summary)
     else:
-        stdout_console().print(summary_table(summary, f"collect: {summary['split']}, {summary['policy']['policy']} teacher"))
+        policy = summary["policy"]
+        who = f"{policy['player']['policy']} player, {policy['labeller']['policy']} labels" if policy["policy"] == "labelled" else f"{policy['policy']} teacher"
+        stdout_console().print(summary_table(summary, f"collect: {summary['split']}, {who}"))

@@ -27,6 +27,8 @@ def summary_table(summary: dict[str, Any], title: str):
         f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
         f"({usage}); invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
+    if "label_agreement" in summary:
+        table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
     table.caption_justify = "left"
     return table
 

@@ -122,7 +122,7 @@ class Episode:
         self.history: list[str] = []
         self.actions: list[str] = []
         self.trace: list[dict[str, Any]] = []
-        self._pending: tuple[Turn, str, str] | None = None
+        self._pending: tuple[Turn, str, str, str | None] | None = None
         self._user = ""
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -159,15 +159,16 @@ class Episode:
             self.steps_left, allowed, tuple(self.history),
         )
 
-    def act(self, response: Any) -> str | None:
-        """Take the policy's response; return the command to send to the engine, or None if handled here."""
+    def act(self, response: Any, label: str | None = None) -> str | None:
+        """Take the policy's response; return the command to send to the engine, or None if handled here.
+        ``label`` (another policy's answer to the same view) is kept with the turn for training on."""
         turn = parse_turn(response, self.admissible)
         self.turns += 1
         self.actions.append(turn.action)
         response_text = response if isinstance(response, str) else repr(response)
         if turn.kind == "env" and turn.valid:
             command = next(c for c in self.admissible if c.lower() == turn.action)
-            self._pending = (turn, response_text, command)
+            self._pending = (turn, response_text, command, label)
             return command
         executed, result = False, turn.reason
         if turn.kind == "meta":
@@ -178,16 +179,16 @@ class Episode:
             result = "Nothing happens." if turn.kind == "env" else f"malformed turn: {turn.reason}"
             charged = True
         self.spent += 1 if charged else 0
-        self._record(turn, response_text, executed, result, None)
+        self._record(turn, response_text, executed, result, None, label)
         return None
 
     def observe(self, step: Step) -> None:
         """The engine's answer to the command ``act`` returned."""
         assert self._pending is not None, "observe() follows an act() that returned a command"
-        turn, response_text, command = self._pending
+        turn, response_text, command, label = self._pending
         self._pending = None
         if step.error:
-            self._record(turn, response_text, False, step.error, None)
+            self._record(turn, response_text, False, step.error, None, label)
             self._fail(step.error)
             return
         self.spent += 1
@@ -197,7 +198,7 @@ class Episode:
         self.belief.update(command, step.observation, self.env_steps)
         self.progress.absorb(self.belief, self.turns)
         self.last_result = ""
-        self._record(turn, response_text, True, step.observation, step)
+        self._record(turn, response_text, True, step.observation, step, label)
 
     def _fail(self, error: str) -> None:
         self.error = error
@@ -286,7 +287,7 @@ class Episode:
         self.recalled_ids += [e.id for e in entries] if self.turns == 0 else []
         return entries
 
-    def _record(self, turn: Turn, response: str, executed: bool, result: str, step: Step | None) -> None:
+    def _record(self, turn: Turn, response: str, executed: bool, result: str, step: Step | None, label: str | None = None) -> None:
         tag = _outcome(turn, executed, step)
         self.history.append(f"{len(self.history) + 1}. {turn.action or '(malformed)'} [{tag}]")
         self.trace.append(
@@ -301,6 +302,7 @@ class Episode:
                 "outcome": tag,
                 "result": result,
                 "reason": turn.reason,
+                **({"label": label} if label is not None else {}),
             }
         )
 

@@ -14,6 +14,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None  # the policy could not answer (e.g. an API out of retries): the episode stops
+    label: str | None = None  # another policy's answer to the same view, recorded as the turn's training target
 
 
 class Policy(Protocol):

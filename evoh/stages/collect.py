@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from evoh.config import Recipe
+from evoh.errors import EvohError
+from evoh.policy.base import Policy
 from evoh.stages.episodes import Callbacks, run_split
 from evoh.workspace import Workspace
 
 STAGE = "collect"
 
 
+def build_collector(recipe: Recipe) -> Policy:
+    """The policy that plays; with ``collect.label = "expert"`` it plays and the expert labels every turn."""
+    from evoh.policy.factory import build_policy
+
+    c = recipe.collect
+    player = build_policy(c.policy, recipe, c.seed)
+    if not c.label:
+        return player
+    if c.policy == "expert":
+        raise EvohError(
+            "collect.label=expert relabels another player's turns, but the expert is the player here",
+            hint="pass --teacher local --model DIR (the student) with --label-with expert, or drop --label-with",
+        )
+    from evoh.policy.labelled import LabelledPolicy
+
+    # a label is what the student should have written: never a deliberate slip
+    labeller = build_policy("expert", dataclasses.replace(recipe, expert=dataclasses.replace(recipe.expert, slip=0.0)), c.seed)
+    return LabelledPolicy(player, labeller)
+
+
 def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Collect teacher episodes; returns the summary (also written to ``collect/summary.json``)."""
-    return run_split(recipe, workspace, STAGE, recipe.collect, "trajectories.jsonl", callbacks)
+    return run_split(recipe, workspace, STAGE, recipe.collect, "trajectories.jsonl", callbacks, policy=build_collector(recipe))

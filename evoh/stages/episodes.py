@@ -178,8 +178,10 @@ def run_split(
     records_file: str,
     callbacks: Callbacks | None = None,
     extra: dict[str, Any] | None = None,
+    policy: Policy | None = None,
 ) -> dict[str, Any]:
-    """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``."""
+    """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``.
+    ``policy`` defaults to the one ``play.policy`` names."""
     from evoh import __version__
     from evoh.env.games import data_root, load_tasks
     from evoh.policy.factory import build_policy
@@ -187,7 +189,7 @@ def run_split(
     data = data_root(recipe.env.data or None)
     tasks = load_tasks(play.split, data, play.limit or None, play.spread)
     settings = episode_settings(recipe)
-    policy = build_policy(play.policy, recipe, play.seed)
+    policy = policy or build_policy(play.policy, recipe, play.seed)
     run_key = {
         **play_settings(recipe),
         "play": {k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},

@@ -5,6 +5,10 @@ exactly the text the student will see and must write. Episodes below the minimum
 in kept episodes, malformed turns, invalid actions and failed meta-actions are dropped, then optional
 caps and duplicate (prompt, response) pairs. Train/val is split by episode with a seed. ``report.json``
 accounts for every input episode and turn: kept, or dropped with its reason.
+
+An episode whose turns carry labels (`evoh collect --label-with expert`) was played by a student and
+answered turn by turn by the expert: its examples are the labels, whatever the student wrote and
+whether or not it won, since the point is to teach the right move in the states the student reaches.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ from evoh.workspace import (
 STAGE = "refine"
 
 
-def _turn_drop_reason(turn: dict[str, Any], max_prompt_chars: int) -> str | None:
-    if turn["kind"] == "malformed":
+def _turn_drop_reason(turn: dict[str, Any], max_prompt_chars: int, labelled: bool) -> str | None:
+    """Why a turn teaches nothing; a labelled turn is judged by its label, not by what the player did."""
+    if labelled:
+        if "label" not in turn:
+            return "no label"
+    elif turn["kind"] == "malformed":
         return "malformed turn"
-    if turn["kind"] == "env" and not turn["valid"]:
+    elif turn["kind"] == "env" and not turn["valid"]:
         return "invalid action"
-    if turn["kind"] == "meta" and not turn["executed"]:
+    elif turn["kind"] == "meta" and not turn["executed"]:
         return "failed meta-action"
     if max_prompt_chars and len(turn["user"]) > max_prompt_chars:
         return "prompt over max_prompt_chars"
@@ -57,10 +65,11 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
         episode_id = record["task"]["id"]
         turns = record["trace"]
         score = 1.0 if record["won"] else 0.0
+        labelled = any("label" in turn for turn in turns)
         reason = None
         if record.get("error"):
             reason = "episode error"
-        elif score < r.min_score:
+        elif score < r.min_score and not labelled:
             reason = "below min_score"
         elif r.max_turns and record["turns"] > r.max_turns:
             reason = "over max_turns"
@@ -71,8 +80,9 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
             continue
         examples, dropped = [], Counter()
         for index, turn in enumerate(turns):
-            why = _turn_drop_reason(turn, r.max_prompt_chars)
-            pair = (record["system"], turn["user"], turn["response"])
+            why = _turn_drop_reason(turn, r.max_prompt_chars, labelled)
+            response = turn.get("label", turn["response"]) if labelled else turn["response"]
+            pair = (record["system"], turn["user"], response)
             if why is None and pair in seen_pairs:
                 why = "duplicate (prompt, response)"
             if why:
@@ -83,13 +93,15 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
                 "messages": [
                     {"role": "system", "content": record["system"]},
                     {"role": "user", "content": turn["user"]},
-                    {"role": "assistant", "content": turn["response"]},
+                    {"role": "assistant", "content": response},
                 ],
                 "source": {"episode": episode_id, "turn": index},
             })
         turn_drops.update(dropped)
         kept.append((episode_id, examples))
-        report_episodes.append({"episode": episode_id, "kept": True, "turns": len(turns), "examples": len(examples), "dropped": dict(dropped)})
+        report_episodes.append({
+            "episode": episode_id, "kept": True, "labelled": labelled, "turns": len(turns), "examples": len(examples), "dropped": dict(dropped),
+        })
     order = [episode_id for episode_id, _ in kept]
     random.Random(r.seed).shuffle(order)
     n_val = round(len(order) * r.val_fraction)

@@ -7,7 +7,7 @@ from statistics import mean
 from typing import Any
 
 from evoh.env.types import TASK_TYPES
-from evoh.harness.turns import META_VERBS
+from evoh.harness.turns import META_VERBS, parse_turn
 
 
 def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -33,6 +33,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         return mean(values) if values else 0.0
 
     turns = sum(r["turns"] for r in finished)
+    labelled = [t for r in finished for t in r["trace"] if "label" in t]
     return {
         "episodes": len(records),
         "finished": len(finished),
@@ -50,4 +51,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "invalid_rate": (sum(r["invalid_actions"] for r in finished) / turns) if turns else 0.0,
         "tokens_per_episode": avg([r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]),
         "grammar": sorted({r["task"]["grammar"] for r in records}),
+        **({"labelled_turns": len(labelled), "label_agreement": label_agreement(labelled)} if labelled else {}),
     }
+
+
+def label_agreement(turns: list[dict[str, Any]]) -> float:
+    """How often the player did what its labeller answered on the same view: on-policy accuracy."""
+    same = sum(1 for t in turns if t["action"] and t["action"] == parse_turn(t["label"]).action)
+    return same / len(turns) if turns else 0.0
