@@ -1,11 +1,13 @@
 """Batched lock-step generation against one episode at a time, and the size of each turn's prompt.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--episodes 16]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--episodes 16] [--dtype float32 bfloat16]
 
 1. A small local model (built here with `evoh model init --size small` unless --model is given) plays the
    same episodes twice through the shared rollout: all in lock-step with one batched generate() per step,
    then one episode at a time. Prints generated tokens/s and turns/s of each. Target: >= 4x on CPU.
-   A random model never stops early, so every response is exactly that many tokens long.
+   A random model never stops early, so every response is exactly that many tokens long. With
+   ``--dtype bfloat16`` both sides run in bf16 (``model.dtype``), which a CPU with AVX512-BF16 or AMX
+   multiplies faster.
 2. Prompt tokens at turns 1, 10, 30 and 50 of one 50-step episode: evoh's per-turn prompt (inline
    harness) against a ReAct transcript that carries every earlier observation and action.
 """
@@ -111,6 +113,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=6, help="turns per episode in the throughput runs")
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[32, 128], help="response lengths to measure")
+    parser.add_argument("--dtype", nargs="+", default=["float32"], choices=["float32", "bfloat16"], help="weights' dtypes to measure")
     args = parser.parse_args()
     model = args.model
     if not model:
@@ -121,21 +124,26 @@ def main() -> None:
         print(f"built a small model: {info['parameters']:,} parameters")
     tasks = load_tasks("valid_seen")[: args.episodes]
     print(f"{len(tasks)} episodes x {args.max_steps} turns on CPU; tokens/s counts generation time, turns/s the whole rollout")
-    for max_tokens in args.max_tokens:
-        results = {}
-        for name, batch, active in (("lock-step, batched", args.episodes, args.episodes), ("one episode at a time", 1, 1)):
-            policy = LocalPolicy(ModelConfig(model=model, max_tokens=max_tokens, batch_size=batch))
-            results[name] = play(policy, tasks, args.max_steps, active)
-        base = results["one episode at a time"]
-        print(f"responses of up to {max_tokens} tokens:")
-        for name, r in results.items():
-            print(
-                f"  {name:<22} {r['tokens_per_s']:8.1f} tokens/s ({r['tokens_per_s'] / base['tokens_per_s']:.1f}x) "
-                f"{r['turns_per_s']:7.2f} turns/s ({r['turns_per_s'] / base['turns_per_s']:.1f}x)"
-            )
+    for dtype in args.dtype:
+        for max_tokens in args.max_tokens:
+            results = {}
+            for name, batch, active in (("lock-step, batched", args.episodes, args.episodes), ("one episode at a time", 1, 1)):
+                policy = LocalPolicy(ModelConfig(model=model, max_tokens=max_tokens, batch_size=batch, dtype=dtype))
+                results[name] = play(policy, tasks, args.max_steps, active)
+            report(f"{dtype}, responses of up to {max_tokens} tokens:", results)
     print("prompt tokens at turn: evoh per-turn prompt (inline harness) vs a ReAct transcript")
     for number, per_turn, react in prompt_growth(policy.tokenizer, tasks[0]):
         print(f"  turn {number:>2}: {per_turn:6d} vs {react:6d}")
+
+
+def report(title: str, results: dict[str, dict[str, float]]) -> None:
+    base = results["one episode at a time"]
+    print(title)
+    for name, r in results.items():
+        print(
+            f"  {name:<22} {r['tokens_per_s']:8.1f} tokens/s ({r['tokens_per_s'] / base['tokens_per_s']:.1f}x) "
+            f"{r['turns_per_s']:7.2f} turns/s ({r['turns_per_s'] / base['turns_per_s']:.1f}x)"
+        )
 
 
 if __name__ == "__main__":

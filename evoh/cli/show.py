@@ -39,6 +39,8 @@ def show(
         if prompts:
             typer.echo(f"--- prompt ---\n{turn['user']}")
         typer.echo(f"--- response ---\n{turn['response']}")
+        if "label" in turn:
+            typer.echo(f"--- label (trained on) ---\n{turn['label']}")
         typer.echo(f"--- result ---\n{turn['result']}")
 
 
