@@ -81,7 +81,7 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
         examples, dropped = [], Counter()
         for index, turn in enumerate(turns):
             why = _turn_drop_reason(turn, r.max_prompt_chars, labelled)
-            response = turn.get("label", turn["response"]) if labelled else turn["response"]
+            response = turn.get("label") if labelled else turn["response"]  # an unlabelled turn is dropped below
             pair = (record["system"], turn["user"], response)
             if why is None and pair in seen_pairs:
                 why = "duplicate (prompt, response)"
