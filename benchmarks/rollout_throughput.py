@@ -1,13 +1,13 @@
 """Batched lock-step generation against one episode at a time, and the size of each turn's prompt.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--episodes 16] [--dtype float32 bfloat16]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--max-tokens 32 128 256] [--dtype auto float32]
 
 1. A small local model (built here with `evoh model init --size small` unless --model is given) plays the
    same episodes twice through the shared rollout: all in lock-step with one batched generate() per step,
    then one episode at a time. Prints generated tokens/s and turns/s of each. Target: >= 4x on CPU.
-   A random model never stops early, so every response is exactly that many tokens long. With
-   ``--dtype bfloat16`` both sides run in bf16 (``model.dtype``), which a CPU with AVX512-BF16 or AMX
-   multiplies faster.
+   A random model never stops early, so every response is exactly that many tokens long. ``--dtype``
+   defaults to evoh's own choice (``model.dtype = auto``: bf16 on a CPU with AVX512-BF16 or AMX, else
+   fp32) and prints what it resolved to; ``--dtype float32 bfloat16`` measures both.
 2. Prompt tokens at turns 1, 10, 30 and 50 of one 50-step episode: evoh's per-turn prompt (inline
    harness) against a ReAct transcript that carries every earlier observation and action.
 """
@@ -112,8 +112,11 @@ def main() -> None:
     parser.add_argument("--model", help="a model directory (default: build a `small` one)")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=6, help="turns per episode in the throughput runs")
-    parser.add_argument("--max-tokens", type=int, nargs="+", default=[32, 128], help="response lengths to measure")
-    parser.add_argument("--dtype", nargs="+", default=["float32"], choices=["float32", "bfloat16"], help="weights' dtypes to measure")
+    parser.add_argument(
+        "--max-tokens", type=int, nargs="+", default=[32, 128, ModelConfig.max_tokens],
+        help=f"response lengths to measure (evoh's default cap, model.max_tokens, is {ModelConfig.max_tokens})",
+    )
+    parser.add_argument("--dtype", nargs="+", default=["auto"], choices=["auto", "float32", "bfloat16"], help="weights' dtypes to measure")
     args = parser.parse_args()
     model = args.model
     if not model:
@@ -130,7 +133,8 @@ def main() -> None:
             for name, batch, active in (("lock-step, batched", args.episodes, args.episodes), ("one episode at a time", 1, 1)):
                 policy = LocalPolicy(ModelConfig(model=model, max_tokens=max_tokens, batch_size=batch, dtype=dtype))
                 results[name] = play(policy, tasks, args.max_steps, active)
-            report(f"{dtype}, responses of up to {max_tokens} tokens:", results)
+            resolved = str(policy.model.dtype).removeprefix("torch.")
+            report(f"{resolved}{' (auto)' if dtype == 'auto' else ''}, responses of up to {max_tokens} tokens:", results)
     print("prompt tokens at turn: evoh per-turn prompt (inline harness) vs a ReAct transcript")
     for number, per_turn, react in prompt_growth(policy.tokenizer, tasks[0]):
         print(f"  turn {number:>2}: {per_turn:6d} vs {react:6d}")

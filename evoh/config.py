@@ -76,7 +76,7 @@ class ModelConfig:
     backoff: float = 1.0  # openai: first retry delay in seconds, doubled each time (capped at 30 s)
     batch_size: int = 16  # local: episodes per generate() call
     device: str = "auto"  # local: auto (CUDA when present), cpu, cuda
-    dtype: str = "auto"  # local: auto (bf16 on a GPU that has it, else fp32), float32, bfloat16, float16
+    dtype: str = "auto"  # local: auto (bf16 where the GPU or CPU computes it natively, else fp32), float32, bfloat16, float16
 
 
 @dataclass

@@ -161,6 +161,21 @@ def test_retrained_weights_at_the_same_path_are_another_policy(tiny_model: Path,
     assert before["model"] == after["model"] and before["weights"]["model"] != after["weights"]["model"]
 
 
+def test_auto_dtype_is_bf16_only_on_a_cpu_that_computes_it_natively_and_the_dtype_is_part_of_the_policy(tiny_model: Path, monkeypatch):
+    import torch
+
+    from evoh.config import ModelConfig
+    from evoh.policy.local import LocalPolicy, pick_dtype
+
+    for native in (False, True):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda native=native: native)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+        assert pick_dtype("auto", "cpu") == (torch.bfloat16 if native else torch.float32)
+        assert pick_dtype("float32", "cpu") == torch.float32  # an explicit choice always wins
+    identities = {d: LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=4, dtype=d)).identity() for d in ("float32", "bfloat16")}
+    assert identities["float32"]["dtype"] == "float32" and identities["bfloat16"]["dtype"] == "bfloat16"  # never resumed into each other
+
+
 def test_an_adapter_is_merged_for_inference_and_answers_as_the_adapter_model(tiny_model: Path, tmp_path: Path):
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
@@ -171,7 +186,7 @@ def test_an_adapter_is_merged_for_inference_and_answers_as_the_adapter_model(tin
     torch.manual_seed(0)
     lora = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)  # non-zero B: the adapter matters
     get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model), lora).save_pretrained(tmp_path / "adapter")
-    tokenizer, merged = load_model(str(tiny_model), str(tmp_path / "adapter"), device="cpu")
+    tokenizer, merged = load_model(str(tiny_model), str(tmp_path / "adapter"), device="cpu", dtype="float32")
     assert not isinstance(merged, PeftModel) and not any("lora" in name for name, _ in merged.named_parameters())
     adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model), tmp_path / "adapter").eval()
     plain = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
