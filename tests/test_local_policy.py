@@ -52,6 +52,11 @@ def test_eval_with_a_random_local_model_records_its_turns_as_invalid(tiny_model:
     records = read_jsonl(tmp_path / "eval" / "local-valid_seen" / "episodes.jsonl").records
     assert all(r["usage"]["policy_calls"] == r["turns"] for r in records)
     assert any(t["outcome"] in ("malformed", "invalid") for r in records for t in r["trace"])
+    table = evoh(  # the same command again resumes every episode and prints the table, naming what played
+        "eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
+        "--limit", "2", "--max-steps", "4", "--data", str(alfworld_data), "--set", "model.max_tokens=16",
+    )
+    assert table.exit_code == 0 and f"local {tiny_model.parent.name}/{tiny_model.name}, {summary['policy']['dtype']}, greedy" in table.stdout
 
 
 def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alfworld_data: Path, tmp_path: Path):

@@ -26,7 +26,7 @@ from evoh.cli.recipe_options import (
     WorkspaceOption,
     resolve,
 )
-from evoh.cli.tables import summary_table
+from evoh.cli.tables import summary_table, who_played
 
 
 def collect(
@@ -65,6 +65,4 @@ def collect(
     if as_json:
         print_json(summary)
     else:
-        policy = summary["policy"]
-        who = f"{policy['player']['policy']} player, {policy['labeller']['policy']} labels" if policy["policy"] == "labelled" else f"{policy['policy']} teacher"
-        stdout_console().print(summary_table(summary, f"collect: {summary['split']}, {who}"))
+        stdout_console().print(summary_table(summary, f"collect: {summary['split']}, {who_played(summary['policy'])}"))

@@ -26,7 +26,7 @@ from evoh.cli.recipe_options import (
     WorkspaceOption,
     resolve,
 )
-from evoh.cli.tables import summary_table
+from evoh.cli.tables import summary_table, who_played
 
 
 def _off(flag: bool) -> bool | None:
@@ -73,4 +73,4 @@ def evaluate(
     if as_json:
         print_json(summary)
     else:
-        stdout_console().print(summary_table(summary, f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness"))
+        stdout_console().print(summary_table(summary, f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, {who_played(summary['policy'])}"))

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from evoh.harness.turns import META_VERBS
+
+
+def who_played(policy: dict[str, Any]) -> str:
+    """A policy's identity in a few words for a table's title: what played, and how it decoded."""
+    kind = policy["policy"]
+    if kind == "labelled":
+        return f"{who_played(policy['player'])}, labelled by the {who_played(policy['labeller'])}"
+    if kind == "expert":
+        return "expert"
+    sampling = policy["sampling"]
+    decoding = "greedy" if sampling["temperature"] == 0 else f"temperature {sampling['temperature']:g}"
+    if kind == "local":
+        weights = "/".join(Path(policy["model"]).parts[-2:]) + (" + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else "")
+        return f"local {weights}, {policy.get('dtype', 'float32')}, {decoding}"
+    return f"{kind} {policy.get('model', '')}, {decoding}"
 
 
 def summary_table(summary: dict[str, Any], title: str):
