@@ -19,7 +19,8 @@ def who_played(policy: dict[str, Any]) -> str:
     decoding = "greedy" if sampling["temperature"] == 0 else f"temperature {sampling['temperature']:g}"
     if kind == "local":
         weights = "/".join(Path(policy["model"]).parts[-2:]) + (" + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else "")
-        return f"local {weights}, {policy.get('dtype', 'float32')}, {decoding}"
+        dtype = f", {policy['dtype']}" if "dtype" in policy else ""  # records older than the field do not say
+        return f"local {weights}{dtype}, {decoding}"
     return f"{kind} {policy.get('model', '')}, {decoding}"
 
 
