@@ -133,7 +133,7 @@ def main() -> None:
             for name, batch, active in (("lock-step, batched", args.episodes, args.episodes), ("one episode at a time", 1, 1)):
                 policy = LocalPolicy(ModelConfig(model=model, max_tokens=max_tokens, batch_size=batch, dtype=dtype))
                 results[name] = play(policy, tasks, args.max_steps, active)
-            resolved = str(policy.model.dtype).removeprefix("torch.")
+            resolved = policy.identity()["dtype"]
             report(f"{resolved}{' (auto)' if dtype == 'auto' else ''}, responses of up to {max_tokens} tokens:", results)
     print("prompt tokens at turn: evoh per-turn prompt (inline harness) vs a ReAct transcript")
     for number, per_turn, react in prompt_growth(policy.tokenizer, tasks[0]):
