@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evoh.policy.local import native_bf16_cpu
 from tests.cli_runner import evoh
 
 pytest.importorskip("trl")
@@ -47,7 +48,8 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert json.loads((sft / "adapter" / "adapter_config.json").read_text())["r"] == 8
     stage = json.loads((sft / "stage.json").read_text())
     assert stage["base_model"]["path"] == str(tiny_model.resolve()) and stage["inputs"]["train"]["sha256"]
-    assert stage["precision"] == "fp32" and stage["quantization"] is None
+    assert stage["precision"] == ("bf16" if native_bf16_cpu() else "fp32") and stage["quantization"] is None
+    assert stage["weights_dtype"] == "float32"  # on a CPU bf16 is autocast: the master weights stay fp32
     logged = [json.loads(line) for line in (sft / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in logged if "loss" in m] == [1, 2, 3] and any("eval_loss" in m for m in logged)
 
@@ -69,6 +71,22 @@ def test_qlora_without_cuda_is_refused_with_what_to_do(refined: Path, tiny_model
     result = evoh("sft", "-w", str(refined), "--model", str(tiny_model), "--load-in-4bit")
     assert result.exit_code == 2
     assert "needs a CUDA GPU" in result.stderr and "drop --load-in-4bit" in result.stderr
+
+
+def test_precision_auto_is_bf16_only_where_the_hardware_computes_it(monkeypatch):
+    import torch
+
+    from evoh.errors import EvohError
+    from evoh.stages import sft
+
+    for native in (True, False):
+        monkeypatch.setattr(sft, "native_bf16_cpu", lambda native=native: native)
+        assert sft.training_precision("auto", cuda=False) == ("bf16" if native else "fp32")
+        assert sft.training_precision("fp32", cuda=False) == "fp32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert sft.training_precision("auto", cuda=True) == "fp32"
+    with pytest.raises(EvohError, match="does not support bf16"):
+        sft.training_precision("bf16", cuda=True)
 
 
 def test_sft_needs_refined_data(tmp_path: Path, tiny_model: Path):

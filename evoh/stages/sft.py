@@ -7,6 +7,7 @@ is off: a randomly initialised base then learns from every prompt token too. Che
 whole model in ``sft/model/`` (a few-million-parameter random base learns faster with every weight
 free than through low-rank updates, and a full step costs less on a CPU). After training, the
 model's greedy action on held-out turns is compared with the teacher's (``val_actions`` in stage.json).
+Precision follows the hardware (``training_precision``): bf16 where it is computed natively, else fp32.
 Under torchrun or ``accelerate launch`` every process trains and only the main one writes evoh's files.
 """
 
@@ -24,6 +25,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
+from evoh.policy.local import native_bf16_cpu
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "sft"
@@ -102,6 +104,19 @@ def action_agreement(tokenizer, model, examples: list[dict[str, Any]], batch_siz
     }
 
 
+def training_precision(wanted: str, cuda: bool) -> str:
+    """bf16 or fp32. On a GPU bf16 means bf16 weights; on a CPU, autocast over fp32 weights (the master
+    weights and the saved model stay fp32), which pays only where the CPU multiplies bf16 natively."""
+    import torch
+
+    if wanted == "auto":
+        native = torch.cuda.is_bf16_supported() if cuda else native_bf16_cpu()
+        return "bf16" if native else "fp32"
+    if wanted == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+        raise EvohError("sft.precision = bf16 but this GPU does not support bf16", hint="use sft.precision=auto or fp32")
+    return wanted
+
+
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
     c = recipe.sft
     workspace.require("refine")
@@ -124,7 +139,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         files["val"] = str(data_dir / "val.jsonl")
     data = load_dataset("json", data_files=files)
     cuda = torch.cuda.is_available()
-    bf16 = cuda and torch.cuda.is_bf16_supported()
+    bf16 = training_precision(c.precision, cuda) == "bf16"
     world = _world()
     accumulation = max(1, c.batch_size // (c.per_device_batch * world))
 
@@ -147,7 +162,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                 bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
             )
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=torch.bfloat16 if bf16 else torch.float32, quantization_config=quantization,
+            model_dir, dtype=torch.bfloat16 if bf16 and cuda else torch.float32, quantization_config=quantization,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
@@ -215,6 +230,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                     "processes": world,
                     "gradient_accumulation": accumulation,
                     "precision": "bf16" if bf16 else "fp32",
+                    "weights_dtype": str(model.dtype).removeprefix("torch."),
                     "quantization": "nf4" if c.load_in_4bit else None,
                     "seconds": time.time() - started,
                     **final,
