@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evoh.policy.local import native_bf16_cpu
+from evoh.policy.local import native_bf16
 from tests.cli_runner import evoh
 
 pytest.importorskip("trl")
@@ -48,7 +48,7 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert json.loads((sft / "adapter" / "adapter_config.json").read_text())["r"] == 8
     stage = json.loads((sft / "stage.json").read_text())
     assert stage["base_model"]["path"] == str(tiny_model.resolve()) and stage["inputs"]["train"]["sha256"]
-    assert stage["precision"] == ("bf16" if native_bf16_cpu() else "fp32") and stage["quantization"] is None
+    assert stage["precision"] == ("bf16" if native_bf16("cpu") else "fp32") and stage["quantization"] is None
     assert stage["weights_dtype"] == "float32"  # on a CPU bf16 is autocast: the master weights stay fp32
     logged = [json.loads(line) for line in (sft / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in logged if "loss" in m] == [1, 2, 3] and any("eval_loss" in m for m in logged)
@@ -77,14 +77,19 @@ def test_precision_auto_is_bf16_only_where_the_hardware_computes_it(monkeypatch)
     import torch
 
     from evoh.errors import EvohError
+    from evoh.policy.local import native_bf16
     from evoh.stages import sft
 
+    asked = []
     for native in (True, False):
-        monkeypatch.setattr(sft, "native_bf16_cpu", lambda native=native: native)
-        assert sft.training_precision("auto", cuda=False) == ("bf16" if native else "fp32")
+        monkeypatch.setattr(sft, "native_bf16", lambda device, native=native: asked.append(device) or native)
+        expected = "bf16" if native else "fp32"
+        assert sft.training_precision("auto", cuda=False) == expected and sft.training_precision("auto", cuda=True) == expected
         assert sft.training_precision("fp32", cuda=False) == "fp32"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert sft.training_precision("auto", cuda=True) == "fp32"
+    assert asked == ["cpu", "cuda", "cpu", "cuda"]
+    for supported in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, supported=supported, **k: supported)
+        assert native_bf16("cuda") is supported
     with pytest.raises(EvohError, match="does not support bf16"):
         sft.training_precision("bf16", cuda=True)
 

@@ -32,10 +32,13 @@ def pick_device(wanted: str) -> str:
     return wanted
 
 
-def native_bf16_cpu() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX tiles); elsewhere bf16 is emulated and slower than fp32."""
+def native_bf16(device: str) -> bool:
+    """Whether the device multiplies bf16 in hardware: a GPU that supports it, a CPU with AVX512-BF16 or
+    AMX tiles; elsewhere bf16 is emulated and slower than fp32."""
     import torch
 
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
@@ -46,8 +49,7 @@ def pick_dtype(wanted: str, device: str):
     import torch
 
     if wanted == "auto":
-        native = torch.cuda.is_bf16_supported() if device == "cuda" else native_bf16_cpu()
-        return torch.bfloat16 if native else torch.float32
+        return torch.bfloat16 if native_bf16(device) else torch.float32
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[wanted]
     except KeyError:

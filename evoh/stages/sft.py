@@ -25,7 +25,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
-from evoh.policy.local import native_bf16_cpu
+from evoh.policy.local import native_bf16
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "sft"
@@ -110,8 +110,7 @@ def training_precision(wanted: str, cuda: bool) -> str:
     import torch
 
     if wanted == "auto":
-        native = torch.cuda.is_bf16_supported() if cuda else native_bf16_cpu()
-        return "bf16" if native else "fp32"
+        return "bf16" if native_bf16("cuda" if cuda else "cpu") else "fp32"
     if wanted == "bf16" and cuda and not torch.cuda.is_bf16_supported():
         raise EvohError("sft.precision = bf16 but this GPU does not support bf16", hint="use sft.precision=auto or fp32")
     return wanted
