@@ -1,10 +1,12 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
-count from sft/metrics.jsonl. Peak memory is the process's maximum resident set size.
+count from sft/metrics.jsonl. Peak memory is the process's maximum resident set size. ``--precision``
+defaults to evoh's own choice (``sft.precision = auto``: bf16 autocast on a CPU with AVX512-BF16 or AMX,
+else fp32); several values are measured one after the other, each in its own process, on the same examples.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,8 +35,18 @@ def main() -> None:
     parser.add_argument("--lora-r", type=int, default=64)
     parser.add_argument("--lora-dropout", type=float, default=0.05)
     parser.add_argument("--full", action="store_true", help="train every weight instead of a LoRA adapter")
+    parser.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp32"])
     args = parser.parse_args()
+    if len(args.precision) == 1:
+        measure(args, args.precision[0])
+        return
+    rest = [f"--size={args.size}", f"--games={args.games}", f"--steps={args.steps}", f"--batch={args.batch}",
+            f"--lora-r={args.lora_r}", f"--lora-dropout={args.lora_dropout}", *(["--full"] if args.full else [])]
+    for precision in args.precision:  # one process each, so each peak memory is its own
+        subprocess.run([sys.executable, __file__, *rest, "--precision", precision], check=True)
 
+
+def measure(args: argparse.Namespace, precision: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="evoh-sft-bench-"))
     info = build(root / "model", size=args.size)
     ws = Workspace(root / "ws")
@@ -42,6 +56,7 @@ def main() -> None:
         f"sft.per_device_batch={args.batch}", f"sft.lora_r={args.lora_r}", f"sft.lora_alpha={2 * args.lora_r}",
         f"sft.lora_dropout={args.lora_dropout}", f"sft.full={str(args.full).lower()}",
         "sft.train_embeddings=true", "sft.lr=3e-3", "sft.max_length=2048", "sft.save_steps=1000000", "sft.logging_steps=1",
+        f"sft.precision={precision}",
     ])
     collect.run(recipe, ws)
     report = refine.run(recipe, ws)
@@ -52,9 +67,10 @@ def main() -> None:
     final = next(m for m in reversed(logs) if "train_runtime" in m)
     tokens = max(m.get("num_tokens", 0) for m in logs)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    resolved = json.loads((ws.path("sft") / "stage.json").read_text())["precision"]
     print(f"{info['size']} model, {info['parameters']:,} parameters; {report['turns']['train']} training examples")
     method = "every weight" if args.full else f"LoRA r={args.lora_r} (dropout {args.lora_dropout}) + embeddings"
-    print(f"  {result['global_step']} steps of {args.batch} examples, {method}, fp32 on CPU")
+    print(f"  {result['global_step']} steps of {args.batch} examples, {method}, {resolved} (asked: {precision})")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
     print(f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step")
     print(f"  peak memory (max RSS) {peak_mb:.0f} MB; training loss {result['train_loss']:.3f}")

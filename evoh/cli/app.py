@@ -71,6 +71,9 @@ app.command("show", help="Print one recorded episode turn by turn: prompt, respo
 app.command("run", help="Run a recipe's pipeline end to end, skipping stages already done with its settings.")(guarded(run_cmd.run))
 model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
 model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on ALFWorld text.")(guarded(model.init))
+model_app.command("import", help="A GGUF checkpoint as a model directory (fp32 safetensors, tokenizer) that every stage takes.")(
+    guarded(model.import_)
+)
 app.add_typer(model_app, name="model")
 app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
     guarded(config_cmd.config)

