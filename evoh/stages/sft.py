@@ -104,6 +104,15 @@ def action_agreement(tokenizer, model, examples: list[dict[str, Any]], batch_siz
     }
 
 
+def final_eval_loss(state) -> float | None:
+    """The validation loss the trainer already computed at its last step, if it did (a 135M model spends
+    minutes on each pass over the validation turns)."""
+    for entry in reversed(state.log_history):
+        if "eval_loss" in entry:
+            return entry["eval_loss"] if entry.get("step") == state.global_step else None
+    return None
+
+
 def training_precision(wanted: str, cuda: bool) -> str:
     """bf16 or fp32. On a GPU bf16 means bf16 weights; on a CPU, autocast over fp32 weights (the master
     weights and the saved model stay fp32), which pays only where the CPU multiplies bf16 natively."""
@@ -209,7 +218,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             result = trainer.train(resume_from_checkpoint=True if resume and any(checkpoints.glob("checkpoint-*")) else None)
             final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
             if "val" in files:
-                final["eval_loss"] = trainer.evaluate()["eval_loss"]
+                loss = final_eval_loss(trainer.state)  # the same on every process, so all take one branch
+                final["eval_loss"] = loss if loss is not None else trainer.evaluate()["eval_loss"]
             if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
                 held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
                 final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
