@@ -35,7 +35,7 @@ def import_gguf(source: Path, out: Path) -> dict[str, Any]:
     try:
         tokenizer = AutoTokenizer.from_pretrained(**where)
         loaded = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32)
-    except (ValueError, KeyError, OSError) as error:
+    except (ValueError, KeyError, OSError, NotImplementedError) as error:  # unknown architecture, quantization or file
         raise EvohError(f"transformers cannot read {source.name}: {error}", hint="use a GGUF of an architecture transformers supports (llama, qwen2, qwen3, mistral, ...)") from None
     config = loaded.config
     if hasattr(config, "quantization_config"):
