@@ -1,13 +1,15 @@
 """`evoh grpo` cost per update on this machine: rollout vs optimisation seconds, tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/grpo_step.py [--size tiny] [--updates 3] [--tasks 4] [--group 4]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/grpo_step.py [--size tiny] [--updates 3] [--tasks 4] [--group 4] [--precision auto fp32]
 
 Builds a base model (`evoh model init`), then runs `evoh grpo` through the library from a fresh LoRA
 adapter on real train games (every turn charged, `--max-steps` turns per episode) and reads the
 per-update figures the stage itself writes to grpo/metrics.jsonl. Rollout tokens/s counts generated
 tokens over rollout time; optimisation tokens/s counts every token the update forwards (prompts and
 responses) over update time, the policy's forward and backward and the reference's forward included. Peak memory is the maximum resident set size of
-this process (the model, generation and training) and of the engine worker processes.
+this process (the model, generation and training) and of the engine worker processes. ``--precision``
+defaults to evoh's own choice (``grpo.precision = auto``: bf16 autocast on a CPU with AVX512-BF16 or AMX,
+else fp32); several values are measured one after the other, each in its own process.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from statistics import fmean
@@ -34,14 +38,25 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp32"])
     args = parser.parse_args()
+    if len(args.precision) == 1:
+        measure(args, args.precision[0])
+        return
+    rest = [f"--size={args.size}", f"--updates={args.updates}", f"--tasks={args.tasks}", f"--group={args.group}",
+            f"--max-steps={args.max_steps}", f"--max-tokens={args.max_tokens}", f"--workers={args.workers}"]
+    for precision in args.precision:  # one process each, so each peak memory is its own
+        subprocess.run([sys.executable, __file__, *rest, "--precision", precision], check=True)
 
+
+def measure(args: argparse.Namespace, precision: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="evoh-grpo-bench-"))
     info = build(root / "model", size=args.size)
     recipe = load_recipe(None, [
         "grpo.start=none", f"grpo.model={root / 'model'}", f"grpo.updates={args.updates}", f"grpo.tasks_per_update={args.tasks}",
         f"grpo.group_size={args.group}", f"grpo.max_steps={args.max_steps}", f"grpo.max_tokens={args.max_tokens}",
         "grpo.lr=1e-4", "grpo.val_every=0", f"grpo.save_every={args.updates}", f"env.workers={args.workers}",
+        f"grpo.precision={precision}",
     ])
     grpo.run(recipe, Workspace(root / "ws"))
     metrics = [json.loads(line) for line in (root / "ws" / "grpo" / "metrics.jsonl").read_text().splitlines()]
@@ -51,7 +66,8 @@ def main() -> None:
     forwarded = fmean(m["prompt_tokens"] + m["completion_tokens"] for m in metrics)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"{info['size']} model, {info['parameters']:,} parameters; LoRA r=64 from scratch, fp32 on CPU")
+    resolved = json.loads((root / "ws" / "grpo" / "stage.json").read_text())["precision"]
+    print(f"{info['size']} model, {info['parameters']:,} parameters; LoRA r=64 from scratch, {resolved} (asked: {precision})")
     print(f"  {args.updates} updates of {args.tasks} games x {args.group} rollouts, up to {args.max_steps} turns and {args.max_tokens} tokens per turn")
     print(f"  per update: {rollout + update:.1f} s = rollout {rollout:.1f} s + optimisation {update:.1f} s ({fmean(m['samples'] for m in metrics):.0f} turns trained)")
     print(

@@ -202,6 +202,9 @@ class GrpoConfig:
     bank: str = ""  # start from this bank.json instead of an empty bank
     generator: Literal["auto", "transformers", "vllm"] = "auto"  # auto: vLLM when installed and on a GPU
     vllm_memory: float = 0.3  # share of GPU memory vLLM may take (the trainer needs the rest)
+    # auto: bf16 where the hardware computes it natively (bf16 weights on a GPU; autocast over fp32 weights,
+    # rollouts and update alike, on a CPU with AVX512-BF16 or AMX), else fp32
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
     seed: int = 0
     reward: RewardConfig = field(default_factory=RewardConfig)
 

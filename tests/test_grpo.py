@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evoh.policy.local import native_bf16
 from tests.cli_runner import evoh
 
 pytest.importorskip("trl")
@@ -81,7 +82,7 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
         names = {p.name for p in (grpo / "checkpoints" / step).iterdir()}
         assert {"adapter", "optimizer.pt", "scheduler.pt", "rng_rank0.pt", "bank.json", "state.json"} <= names
     stage = json.loads((grpo / "stage.json").read_text())
-    assert stage["updates"] == 2 and stage["protocol"]["charge_meta_actions"] and stage["protocol"]["max_steps"] == 5
+    assert stage["updates"] == 2 and stage["protocol"]["charge_meta_actions"] and stage["protocol"]["max_steps"] == 5 and stage["precision"] == ("bf16" if native_bf16("cpu") else "fp32")
 
     # interrupted after update 1: resume from step_000001 redoes update 2 exactly as the first run did it
     copy = tmp_path / "ws"

@@ -78,21 +78,21 @@ def test_precision_auto_is_bf16_only_where_the_hardware_computes_it(monkeypatch)
     import torch
 
     from evoh.errors import EvohError
-    from evoh.policy.local import native_bf16
-    from evoh.stages import sft
+    from evoh.policy import local
 
     asked = []
     for native in (True, False):
-        monkeypatch.setattr(sft, "native_bf16", lambda device, native=native: asked.append(device) or native)
+        monkeypatch.setattr(local, "native_bf16", lambda device, native=native: asked.append(device) or native)
         expected = "bf16" if native else "fp32"
-        assert sft.training_precision("auto", cuda=False) == expected and sft.training_precision("auto", cuda=True) == expected
-        assert sft.training_precision("fp32", cuda=False) == "fp32"
+        assert local.training_precision("auto", False, "sft") == expected and local.training_precision("auto", True, "grpo") == expected
+        assert local.training_precision("fp32", False, "sft") == "fp32"
     assert asked == ["cpu", "cuda", "cpu", "cuda"]
+    monkeypatch.undo()
     for supported in (True, False):
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, supported=supported, **k: supported)
-        assert native_bf16("cuda") is supported
-    with pytest.raises(EvohError, match="does not support bf16"):
-        sft.training_precision("bf16", cuda=True)
+        assert local.native_bf16("cuda") is supported
+    with pytest.raises(EvohError, match="grpo.precision = bf16 but this GPU does not support bf16"):
+        local.training_precision("bf16", True, "grpo")
 
 
 def test_sft_needs_refined_data(tmp_path: Path, tiny_model: Path):

@@ -82,14 +82,14 @@ def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | N
     return base, adapter
 
 
-def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str, kl: bool):
+def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str, kl: bool, bf16_weights: bool = False):
     """(tokenizer, PEFT model) with the ``default`` adapter trainable and, when needed, a frozen reference copy."""
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     cuda = device.startswith("cuda")
-    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    dtype = torch.bfloat16 if bf16_weights else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(base)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -392,10 +392,13 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     from evoh import __version__
     from evoh.env.games import data_root, load_tasks
     from evoh.env.pool import EnvPool
-    from evoh.policy.local import LocalPolicy
+    from evoh.policy.local import LocalPolicy, training_precision
     from evoh.policy.vllm_engine import choose_generator
 
-    accelerator = Accelerator(cpu=not torch.cuda.is_available())
+    cuda = torch.cuda.is_available()
+    precision = training_precision(g.precision, cuda, "grpo")
+    # on a CPU, bf16 is autocast: the prepared model's forward runs under it, and so do the rollouts below
+    accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if precision == "bf16" and not cuda else None)
     if accelerator.distributed_type.name == "DEEPSPEED":
         # DeepSpeed steps the optimizer inside backward at a fixed accumulation count; an update here packs
         # a varying number of micro-batches, so its gradients would be stepped at the wrong boundaries
@@ -415,7 +418,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     with lock:
         torch.manual_seed(g.seed + accelerator.process_index)
         random.seed(g.seed + accelerator.process_index)
-        tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), kl=g.kl > 0)
+        tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), kl=g.kl > 0, bf16_weights=precision == "bf16" and cuda)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=g.lr)
         scheduler = get_scheduler(g.scheduler, optimizer, num_warmup_steps=g.warmup_updates * g.minibatches, num_training_steps=g.updates * g.minibatches)
         model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler stays ours: one step per optimizer step
@@ -505,6 +508,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "data": str(data),
                     "processes": accelerator.num_processes,
                     "generator": generator,
+                    "precision": precision,
                     "evoh_version": __version__,
                     **result,
                 },
@@ -519,7 +523,8 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     mine = chosen[accelerator.process_index :: accelerator.num_processes]
     jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
     played: list[tuple[tuple[str, int], dict[str, Any]]] = []
-    rollout(jobs, policy, pool, settings, bank, lambda e, usage: played.append((e.key, e.record({"usage": usage}))), max_active=max(1, len(jobs)))
+    with accelerator.autocast():  # generation runs the inner model, which prepare() did not wrap
+        rollout(jobs, policy, pool, settings, bank, lambda e, usage: played.append((e.key, e.record({"usage": usage}))), max_active=max(1, len(jobs)))
     played.sort(key=lambda pair: pair[0])
     good = [(k, r) for k, r in played if not r.get("error")]  # an engine failure is no evidence about the policy
     rewards = [reward(r, g.reward, update) for _, r in good]
@@ -557,7 +562,8 @@ def validate(accelerator, policy, pool, tasks: list[Task], settings, bank: Bank)
     """Greedy episodes on the validation games under the evaluation protocol, with the bank frozen."""
     played: list[dict[str, Any]] = []
     mine = tasks[accelerator.process_index :: accelerator.num_processes]
-    rollout([(t.id, t) for t in mine], policy, pool, settings, bank, lambda e, u: played.append(e.record({"usage": u})), max_active=max(1, len(mine)))
+    with accelerator.autocast():
+        rollout([(t.id, t) for t in mine], policy, pool, settings, bank, lambda e, u: played.append(e.record({"usage": u})), max_active=max(1, len(mine)))
     return episode_figures(_gather(accelerator, played))
 
 

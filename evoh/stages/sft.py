@@ -25,7 +25,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
-from evoh.policy.local import native_bf16
+from evoh.policy.local import training_precision
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "sft"
@@ -113,18 +113,6 @@ def final_eval_loss(state) -> float | None:
     return None
 
 
-def training_precision(wanted: str, cuda: bool) -> str:
-    """bf16 or fp32. On a GPU bf16 means bf16 weights; on a CPU, autocast over fp32 weights (the master
-    weights and the saved model stay fp32), which pays only where the CPU multiplies bf16 natively."""
-    import torch
-
-    if wanted == "auto":
-        return "bf16" if native_bf16("cuda" if cuda else "cpu") else "fp32"
-    if wanted == "bf16" and cuda and not torch.cuda.is_bf16_supported():
-        raise EvohError("sft.precision = bf16 but this GPU does not support bf16", hint="use sft.precision=auto or fp32")
-    return wanted
-
-
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
     c = recipe.sft
     workspace.require("refine")
@@ -147,7 +135,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         files["val"] = str(data_dir / "val.jsonl")
     data = load_dataset("json", data_files=files)
     cuda = torch.cuda.is_available()
-    bf16 = training_precision(c.precision, cuda) == "bf16"
+    bf16 = training_precision(c.precision, cuda, "sft") == "bf16"
     world = _world()
     accumulation = max(1, c.batch_size // (c.per_device_batch * world))
 
