@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evoh.policy.local import native_bf16
-from tests.cli_runner import evoh
+from tests.cli_runner import evoh, refined_workspace
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.engine
@@ -25,9 +25,7 @@ METRICS = {
 @pytest.fixture(scope="module")
 def trained(alfworld_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workspace whose sft stage finished (a few steps on expert turns)."""
-    ws = tmp_path_factory.mktemp("ws")
-    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "2", "--data", str(alfworld_data), "-k", "1").exit_code == 0
-    assert evoh("refine", "-w", str(ws), "--val-fraction", "0").exit_code == 0
+    ws = refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0", "-k", "1")
     done = evoh(
         "sft", "-w", str(ws), "--model", str(tiny_model), "--max-steps", "3", "--lora-r", "8", "--lora-alpha", "16",
         "--train-embeddings", "--lr", "5e-3",

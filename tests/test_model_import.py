@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import evoh
+from tests.cli_runner import evoh, refined_workspace
 from tests.gguf_file import llama_gguf
 
 pytest.importorskip("gguf")
@@ -21,10 +21,7 @@ def gguf_model(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture(scope="module")
 def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("ws")
-    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "2", "--data", str(alfworld_data)).exit_code == 0
-    assert evoh("refine", "-w", str(ws), "--val-fraction", "0").exit_code == 0
-    return ws
+    return refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0")
 
 
 def test_an_imported_gguf_is_the_same_model_with_a_chat_template_for_assistant_only_loss(gguf_model: Path, refined: Path, tmp_path: Path):

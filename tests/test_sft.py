@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evoh.policy.local import native_bf16
-from tests.cli_runner import evoh
+from tests.cli_runner import evoh, refined_workspace
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.engine
@@ -18,10 +18,7 @@ pytestmark = pytest.mark.engine
 
 @pytest.fixture(scope="module")
 def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("ws")
-    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "3", "--data", str(alfworld_data)).exit_code == 0
-    assert evoh("refine", "-w", str(ws), "--val-fraction", "0.34").exit_code == 0
-    return ws
+    return refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 3, "0.34")
 
 
 def _sft(ws: Path, model: Path, steps: int, *extra: str):

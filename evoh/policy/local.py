@@ -60,11 +60,9 @@ def training_precision(wanted: str, cuda: bool, section: str) -> str:
     """bf16 or fp32 for a training stage (``section``: sft or grpo). On a GPU bf16 means bf16 weights; on a
     CPU, autocast over fp32 weights (the master weights and the saved ones stay fp32), which pays only
     where the CPU multiplies bf16 natively."""
-    import torch
-
     if wanted == "auto":
         return "bf16" if native_bf16("cuda" if cuda else "cpu") else "fp32"
-    if wanted == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+    if wanted == "bf16" and cuda and not native_bf16("cuda"):
         raise EvohError(f"{section}.precision = bf16 but this GPU does not support bf16", hint=f"use {section}.precision=auto or fp32")
     return wanted
 
