@@ -77,6 +77,9 @@ class ModelConfig:
     batch_size: int = 16  # local: episodes per generate() call
     device: str = "auto"  # local: auto (CUDA when present), cpu, cuda
     dtype: str = "auto"  # local: auto (bf16 where the GPU or CPU computes it natively, else fp32), float32, bfloat16, float16
+    # local: decode under the turn grammar, so every response parses and its action is an admissible command
+    # or an allowed meta-action (the model still chooses which); off, garbage is recorded as invalid turns
+    guided: bool = False
 
 
 @dataclass

@@ -147,6 +147,11 @@ def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
     from evoh.errors import EvohError
     from evoh.policy.vllm_engine import choose_generator
 
+    # guided decoding is a transformers logits processor: vLLM never serves it, wherever it runs
+    assert choose_generator("auto", None, guided=True) == "transformers"
+    with pytest.raises(EvohError) as refused:
+        choose_generator("vllm", None, guided=True)
+    assert "model.guided = false" in refused.value.hint
     if importlib.util.find_spec("vllm") and torch.cuda.is_available():
         pytest.skip("vLLM can serve here")
     assert choose_generator("auto", None) == "transformers"

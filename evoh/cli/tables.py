@@ -17,6 +17,8 @@ def who_played(policy: dict[str, Any]) -> str:
         return "expert"
     sampling = policy["sampling"]
     decoding = "greedy" if sampling["temperature"] == 0 else f"temperature {sampling['temperature']:g}"
+    if sampling.get("guided"):
+        decoding += ", guided"
     if kind == "local":
         weights = "/".join(Path(policy["model"]).parts[-2:]) + (" + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else "")
         dtype = f", {policy['dtype']}" if "dtype" in policy else ""  # records older than the field do not say

@@ -16,6 +16,7 @@ from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.harness.episode import TurnView
 from evoh.policy.base import Completion
+from evoh.policy.guided import ActionGrammar, GuidedActions, Vocabulary
 from evoh.workspace import fingerprint, weights_identity
 
 STOP = "</action>"
@@ -136,6 +137,7 @@ class LocalPolicy:
         self.samples: dict[Any, list[tuple[list[int], list[int]]]] = {}
         self.finished: dict[Any, list[tuple[list[int], list[int]]]] = {}
         self._weights: dict[str, str | None] | None = None
+        self._vocabulary: Vocabulary | None = None
         stop = self.model.generation_config.eos_token_id
         self.stop_ids = set(stop if isinstance(stop, list) else [stop]) | {self.tokenizer.eos_token_id}
         if loaded is None:
@@ -153,7 +155,7 @@ class LocalPolicy:
             "model": str(Path(c.model).resolve()),
             "adapter": str(Path(c.adapter).resolve()) if c.adapter else None,
             "weights": self._weights,
-            "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed},
+            "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed, **({"guided": True} if c.guided else {})},
             # the same weights in bf16 and fp32 can answer differently: their episodes are not one measurement
             "dtype": str(self.model.dtype).removeprefix("torch."),
         }
@@ -166,18 +168,27 @@ class LocalPolicy:
         return chat_prompt(self.tokenizer, view)
 
     def act(self, views: list[TurnView]) -> list[Completion]:
-        return self.complete([self.prompt_text(v) for v in views], [v.key for v in views])
+        grammars = [ActionGrammar(v.admissible, v.meta_allowed) for v in views] if self.config.guided else None
+        return self.complete([self.prompt_text(v) for v in views], [v.key for v in views], grammars)
 
-    def complete(self, prompts: list[str], keys: list[Any] | None = None) -> list[Completion]:
-        """Responses to rendered chat prompts, ``batch_size`` at a time."""
+    def complete(self, prompts: list[str], keys: list[Any] | None = None, grammars: list[ActionGrammar] | None = None) -> list[Completion]:
+        """Responses to rendered chat prompts, ``batch_size`` at a time; with ``grammars``, guided (one per prompt)."""
         keys = list(range(len(prompts))) if keys is None else keys
         size = max(1, self.config.batch_size)
         completions: list[Completion] = []
         for start in range(0, len(prompts), size):
-            completions += self._generate(prompts[start : start + size], keys[start : start + size])
+            chunk = grammars[start : start + size] if grammars is not None else None
+            completions += self._generate(prompts[start : start + size], keys[start : start + size], chunk)
         return completions
 
-    def _generate(self, prompts: list[str], keys: list[Any]) -> list[Completion]:
+    def _guide(self, grammars: list[ActionGrammar], prompt_width: int):
+        from transformers import LogitsProcessorList
+
+        if self._vocabulary is None:  # the text of every token, once per policy
+            self._vocabulary = Vocabulary(self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids)
+        return LogitsProcessorList([GuidedActions(self._vocabulary, grammars, prompt_width, self.config.max_tokens)])
+
+    def _generate(self, prompts: list[str], keys: list[Any], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
         import torch
 
         c = self.config
@@ -199,6 +210,7 @@ class LocalPolicy:
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
                 stop_strings=[STOP], tokenizer=self.tokenizer, pad_token_id=pad, **sampling,
+                logits_processor=self._guide(grammars, input_ids.shape[1]) if grammars else None,
             )
         new = output[:, input_ids.shape[1] :]
         results = []

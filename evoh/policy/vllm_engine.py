@@ -25,10 +25,12 @@ from evoh.policy.local import STOP, chat_prompt
 log = logging.getLogger(__name__)
 
 
-def can_serve(adapter: Path | None) -> tuple[bool, str]:
+def can_serve(adapter: Path | None, guided: bool = False) -> tuple[bool, str]:
     """Whether vLLM can generate for this run here, and if not, why."""
     import torch
 
+    if guided:
+        return False, "model.guided decodes under evoh's turn grammar, which runs in transformers' generate"
     if importlib.util.find_spec("vllm") is None:
         return False, "the vllm package is not installed"
     if not torch.cuda.is_available():
@@ -39,11 +41,12 @@ def can_serve(adapter: Path | None) -> tuple[bool, str]:
     return True, ""
 
 
-def choose_generator(wanted: str, adapter: Path | None) -> str:
+def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) -> str:
     """``auto`` takes vLLM where it can serve the run, else transformers; an explicit ``vllm`` must be possible."""
-    ok, why = can_serve(adapter)
+    ok, why = can_serve(adapter, guided)
     if wanted == "vllm" and not ok:
-        raise EvohError(f"grpo.generator = vllm, but {why}", hint="install vllm on a CUDA node, or set grpo.generator = auto")
+        fix = "set model.guided = false to generate with vLLM" if guided else "install vllm on a CUDA node"
+        raise EvohError(f"grpo.generator = vllm, but {why}", hint=f"{fix}, or set grpo.generator = auto")
     if wanted == "auto" and not ok:
         log.info("rollouts through transformers: %s", why)
     return "vllm" if wanted in ("auto", "vllm") and ok else "transformers"

@@ -436,8 +436,10 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
 
-        sampling = ModelConfig(model=str(base), temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size)
-        generator = choose_generator(g.generator, start_adapter)
+        sampling = ModelConfig(
+            model=str(base), temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size, guided=recipe.model.guided,
+        )
+        generator = choose_generator(g.generator, start_adapter, guided=sampling.guided)
         if generator == "vllm":
             from evoh.policy.vllm_engine import GreedyView, VllmPolicy
 
