@@ -76,6 +76,20 @@ def test_token_masks_follow_the_grammar(vocabulary):
     assert "mug" in last_word and "]" not in last_word and " " not in last_word
 
 
+def test_guided_samples_keep_the_ids_each_narrowed_position_allowed(tiny_model: Path):
+    from evoh.config import ModelConfig
+    from evoh.policy.local import LocalPolicy
+
+    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=60, guided=True), keep_samples=True)
+    prompts = ["<|im_start|>user\nObjective: put a mug on desk.<|im_end|>\n<|im_start|>assistant\n"] * 2
+    answers = policy.complete(prompts, ["a", "b"], [GRAMMAR, GRAMMAR])
+    for key, answer in zip("ab", answers, strict=True):
+        assert parse_turn(answer.text, COMMANDS).kind != "malformed", answer.text
+        [(_, produced, choices)] = policy.samples[key]
+        assert choices and all(produced[at] in ids for at, ids in choices.items())
+        assert max(choices) < len(produced)
+
+
 def test_a_random_model_guided_on_real_games_writes_only_turns_that_parse(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
     common = ("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
               "--limit", "2", "--max-steps", "6", "--data", str(alfworld_data), "--set", "model.max_tokens=80", "--json")

@@ -184,6 +184,8 @@ class GuidedActions:
         self.prompt_width = prompt_width
         self.budget = budget
         self.generated = [""] * len(grammars)
+        # per row and new token: the ids allowed when guidance narrowed them to a list (None: free text or free)
+        self.choices: list[list[list[int] | None]] = [[] for _ in grammars]
 
     def __call__(self, input_ids, scores):
         import torch
@@ -196,14 +198,16 @@ class GuidedActions:
         for row, grammar in enumerate(self.grammars):
             closing = self.budget - written <= self.reserve[row]
             step = allowed_tokens(self.vocab, grammar, self.generated[row], self.openers[row], closing)
-            if step is None:
-                continue
-            mask, extra, banned = step
-            fits = torch.zeros(scores.shape[1], dtype=torch.bool, device=scores.device)
-            if mask is not None:
-                fits[: mask.shape[0]] = mask.to(scores.device)
-            fits[extra] = True
-            fits[banned] = False
-            if fits.any():  # nothing fits: leave the row to the parser rather than sample from nothing
-                allowed[row] = fits
+            listed = None
+            if step is not None:
+                mask, extra, banned = step
+                fits = torch.zeros(scores.shape[1], dtype=torch.bool, device=scores.device)
+                if mask is not None:
+                    fits[: mask.shape[0]] = mask.to(scores.device)
+                fits[extra] = True
+                fits[banned] = False
+                if fits.any():  # nothing fits: leave the row to the parser rather than sample from nothing
+                    allowed[row] = fits
+                    listed = sorted(set(extra) - set(banned)) if mask is None else None
+            self.choices[row].append(listed)
         return scores.masked_fill(~allowed, float("-inf"))

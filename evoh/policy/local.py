@@ -134,8 +134,8 @@ class LocalPolicy:
         self.tokenizer, self.model = loaded or load_model(config.model, config.adapter, config.device, config.dtype)
         self.device = next(self.model.parameters()).device
         self.keep_samples = keep_samples
-        self.samples: dict[Any, list[tuple[list[int], list[int]]]] = {}
-        self.finished: dict[Any, list[tuple[list[int], list[int]]]] = {}
+        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
+        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
         self._weights: dict[str, str | None] | None = None
         self._vocabulary: Vocabulary | None = None
         stop = self.model.generation_config.eos_token_id
@@ -202,6 +202,7 @@ class LocalPolicy:
         input_ids = torch.tensor([r[:shared] + [pad] * (width - len(r) + shared) + r[shared:] for r in rows], device=self.device)
         mask = torch.tensor([[1] * shared + [0] * (width - len(r) + shared) + [1] * (len(r) - shared) for r in rows], device=self.device)
         sampling = {"do_sample": True, "temperature": c.temperature, "top_p": c.top_p} if c.temperature > 0 else {"do_sample": False}
+        guide = self._guide(grammars, input_ids.shape[1]) if grammars else None
         with torch.inference_mode():
             cache = None
             if shared:
@@ -210,16 +211,17 @@ class LocalPolicy:
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
                 stop_strings=[STOP], tokenizer=self.tokenizer, pad_token_id=pad, **sampling,
-                logits_processor=self._guide(grammars, input_ids.shape[1]) if grammars else None,
+                logits_processor=guide,
             )
         new = output[:, input_ids.shape[1] :]
         results = []
-        for key, prompt, row in zip(keys, rows, new.tolist(), strict=True):
+        for index, (key, prompt, row) in enumerate(zip(keys, rows, new.tolist(), strict=True)):
             produced = row[: completion_length(row, self.stop_ids, pad)]
             text = self.tokenizer.decode(produced, skip_special_tokens=True)
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
-            if self.keep_samples:
-                self.samples.setdefault(key, []).append((list(prompt), produced))
+            if self.keep_samples:  # with the ids guidance allowed where it narrowed them, for the guided policy's log-probs
+                listed = guide[0].choices[index][: len(produced)] if guide else []
+                self.samples.setdefault(key, []).append((list(prompt), produced, {at: ids for at, ids in enumerate(listed) if ids is not None}))
             results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced)))
         return results

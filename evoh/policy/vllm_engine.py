@@ -67,8 +67,8 @@ class VllmPolicy:
         )
         self.lora = None
         self.keep_samples = True
-        self.samples: dict[Any, list[tuple[list[int], list[int]]]] = {}
-        self.finished: dict[Any, list[tuple[list[int], list[int]]]] = {}
+        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
+        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
 
     def use_adapter(self, path: Path, version: int) -> None:
         from vllm.lora.request import LoRARequest
@@ -95,7 +95,7 @@ class VllmPolicy:
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
             if temperature is None:
-                self.samples.setdefault(view.key, []).append((list(out.prompt_token_ids), produced))
+                self.samples.setdefault(view.key, []).append((list(out.prompt_token_ids), produced, {}))
             completions.append(Completion(out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced)))
         return completions
 

@@ -21,7 +21,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean, pstdev
 from typing import Any
@@ -34,7 +34,7 @@ from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
-from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, token_logprobs
+from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logprobs, token_logprobs
 from evoh.rollout import rollout
 from evoh.stages.episodes import episode_settings
 from evoh.stages.summary import summarize
@@ -52,6 +52,7 @@ class Sample:
     prompt: list[int]
     completion: list[int]
     advantage: float
+    choices: dict[int, list[int]] = field(default_factory=dict)  # guided decoding: position -> the ids allowed there
     old_logp: Any = None  # log-probs of the rollout policy, when the weights move within an update
     ref_logp: Any = None
 
@@ -168,7 +169,8 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
     logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
-    return logp, entropy, mask
+    choices = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
+    return restrict_logprobs(logp, logits, choices, temperature), entropy, mask
 
 
 def _pad_rows(values: list[Any], width: int, device):
@@ -532,9 +534,9 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     rewards = [reward(r, g.reward, update) for _, r in good]
     advantages = group_advantages([x["total"] for x in rewards], [k[0] for k, _ in good], g.std_normalize)
     samples = [
-        Sample(prompt, completion, advantage)
+        Sample(prompt, completion, advantage, choices)
         for (key, _), advantage in zip(good, advantages, strict=True)
-        for prompt, completion in policy.finished.get(key, [])
+        for prompt, completion, choices in policy.finished.get(key, [])
         if completion
     ]
     policy.finished.clear()
