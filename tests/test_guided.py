@@ -71,7 +71,10 @@ def test_token_masks_follow_the_grammar(vocabulary):
     assert "]" in _allowed(vocab, "<action>recall [mug") and " mug" in _allowed(vocab, "<action>recall [where to find")
     assert _allowed(vocab, "<action>look</action>") is None  # complete: nothing more to guide
     assert _allowed(vocab, "<think>I will", closing=True) <= {"<", " <", "><"}  # out of budget: the action begins now
-    assert "]" in _allowed(vocab, "<action>recall [mug", closing=True) and " mug" not in _allowed(vocab, "<action>recall [mug", closing=True)
+    # out of budget, everything is written the shortest way: the longest token that fits, closing an argument
+    assert _allowed(vocab, "<action>recall [mug", closing=True) == {vocab.texts[i] for i in vocab.longest_prefix("]</action>")}
+    shortest = _allowed(vocab, "<action>go to cab", closing=True)
+    assert len(shortest) == 1 and len(shortest.pop()) == max(len(t) for t in _allowed(vocab, "<action>go to cab"))
     last_word = _allowed(vocab, "<action>recall [", closing=True)  # an empty argument gets one word even then
     assert "mug" in last_word and "]" not in last_word and " " not in last_word
 
@@ -80,7 +83,7 @@ def test_guided_samples_keep_the_ids_each_narrowed_position_allowed(tiny_model: 
     from evoh.config import ModelConfig
     from evoh.policy.local import LocalPolicy
 
-    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=60, guided=True), keep_samples=True)
+    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=20, guided=True), keep_samples=True)  # a tight budget
     prompts = ["<|im_start|>user\nObjective: put a mug on desk.<|im_end|>\n<|im_start|>assistant\n"] * 2
     answers = policy.complete(prompts, ["a", "b"], [GRAMMAR, GRAMMAR])
     for key, answer in zip("ab", answers, strict=True):

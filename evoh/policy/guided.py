@@ -97,6 +97,7 @@ class Vocabulary:
             if usable[i]:
                 self.by_text.setdefault(t, []).append(i)
         self.longest = max((len(t) for t in self.by_text), default=1)
+        self._spelled: dict[str, int] = {}
         self.sorted_texts = sorted(self.by_text)
         stripped = [_strip_think_tags(t) for t in texts]
         # thought: anything without a '<' of its own (think tags are fine, once each)
@@ -117,6 +118,23 @@ class Vocabulary:
             found += self.by_text.get(remainder[:k], [])
         return found
 
+    def longest_prefix(self, remainder: str) -> list[int]:
+        """The tokens spelling the longest prefix of ``remainder`` that one token can: the shortest way on."""
+        for k in range(min(len(remainder), self.longest), 0, -1):
+            if remainder[:k] in self.by_text:
+                return self.by_text[remainder[:k]]
+        return []
+
+    def spelled_length(self, text: str) -> int:
+        """Tokens needed to write ``text`` taking the longest prefix each time (what the budget must keep)."""
+        if text not in self._spelled:
+            count, rest = 0, text
+            while rest:
+                step = next((k for k in range(min(len(rest), self.longest), 0, -1) if rest[:k] in self.by_text), 1)
+                rest, count = rest[step:], count + 1
+            self._spelled[text] = count
+        return self._spelled[text]
+
     def starting_with(self, prefix: str) -> list[int]:
         """Tokens whose text begins with ``prefix``."""
         found: list[int] = []
@@ -132,7 +150,8 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
     """What may come next after ``generated``: ``(mask or None, token ids also allowed, token ids not allowed)``,
     or ``None`` when the response is complete (or already beyond saving, which the parser will record).
     ``openers`` are the tokens that begin an action this grammar allows (see :func:`openers_for`). ``closing``:
-    the token budget is nearly spent, so a thought must give way to the action and an argument must close."""
+    the token budget is nearly spent, so a thought gives way to the action, an argument closes after a word,
+    and every string is written the shortest way on (the longest fitting token), which the budget was kept for."""
     _, action = response_state(generated)
     if action is None:
         if closing:
@@ -141,16 +160,18 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
         return vocab.thought, openers, used
     if grammar.complete(action) or not grammar.viable(action):
         return None
+    spell = vocab.longest_prefix if closing else vocab.spelling_prefixes
     candidates: set[int] = set()
     for f in grammar.fixed:
         if f.startswith(action):
-            candidates.update(vocab.spelling_prefixes(f[len(action) :]))
+            candidates.update(spell(f[len(action) :]))
     mask = None
     for head in grammar.heads:
         if len(action) < len(head) and head.startswith(action):
             remainder = head[len(action) :]
-            candidates.update(vocab.spelling_prefixes(remainder))
-            candidates.update(vocab.starting_with(remainder))
+            candidates.update(spell(remainder))
+            if not closing:
+                candidates.update(vocab.starting_with(remainder))
         elif action.startswith(head):
             argument = action[len(head) :]
             if "]" not in argument:
@@ -160,9 +181,9 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
                     mask = vocab.argument if free else vocab.word  # out of budget: one word, then close
                 else:
                     mask = vocab.argument if free else None
-                candidates.update(vocab.marked if free else vocab.spelling_prefixes(ARG_CLOSE))
+                candidates.update(vocab.marked if free else spell(ARG_CLOSE))
             else:
-                candidates.update(vocab.spelling_prefixes(ARG_CLOSE[len("]" + argument.split("]", 1)[1]) :]))
+                candidates.update(spell(ARG_CLOSE[len("]" + argument.split("]", 1)[1]) :]))
     return mask, [i for i in candidates if grammar.viable(action + vocab.texts[i])], []
 
 
@@ -173,14 +194,15 @@ def openers_for(vocab: Vocabulary, grammar: ActionGrammar) -> list[int]:
 
 class GuidedActions:
     """A ``transformers`` logits processor holding one grammar per row of a ``generate`` batch. It keeps enough of
-    the ``budget`` of new tokens to write each row's longest action even one character per token (a model pushed
-    off its usual path may spell a tag letter by letter)."""
+    the ``budget`` of new tokens to write each row's longest action the shortest way, and writes it that way once
+    the rest of the budget is down to that (a model pushed off its usual path might otherwise spell letter by letter)."""
 
     def __init__(self, vocab: Vocabulary, grammars: list[ActionGrammar], prompt_width: int, budget: int) -> None:
         self.vocab = vocab
         self.grammars = grammars
         self.openers = [openers_for(vocab, g) for g in grammars]
-        self.reserve = [max(len(a) for a in g.fixed + tuple(h + "x" + ARG_CLOSE for h in g.heads) + (OPEN + ARG_CLOSE,)) for g in grammars]
+        # an opener may write just the '<'; then the shortest spelling of the longest action (or a one-word argument)
+        self.reserve = [1 + max(vocab.spelled_length(a[1:]) for a in g.fixed + tuple(h + "x" + ARG_CLOSE for h in g.heads)) if g.fixed or g.heads else 0 for g in grammars]
         self.prompt_width = prompt_width
         self.budget = budget
         self.generated = [""] * len(grammars)
