@@ -67,19 +67,17 @@ class ActionGrammar:
         return text in self.fixed or (text.endswith(ARG_CLOSE) and self.viable(text))
 
 
-def response_state(generated: str) -> tuple[str, str | None]:
-    """Split a response so far into its thought and its action part (``None`` before the first ``<``)."""
-    text = generated
-    for tag in THINK_TAGS:
-        text = text.replace(tag, "")
-    at = text.find("<")
-    return (text, None) if at < 0 else (text[:at], text[at:])
-
-
 def _strip_think_tags(text: str) -> str:
     for tag in THINK_TAGS:
         text = text.replace(tag, "")
     return text
+
+
+def response_state(generated: str) -> tuple[str, str | None]:
+    """Split a response so far into its thought and its action part (``None`` before the first ``<``)."""
+    text = _strip_think_tags(generated)
+    at = text.find("<")
+    return (text, None) if at < 0 else (text[:at], text[at:])
 
 
 class Vocabulary:
@@ -192,6 +190,13 @@ def openers_for(vocab: Vocabulary, grammar: ActionGrammar) -> list[int]:
     return [i for i, start in vocab.openers if grammar.viable(start)]
 
 
+def _reserve(vocab: Vocabulary, grammar: ActionGrammar) -> int:
+    """Tokens to keep for the action: an opener that may write just the '<', then the shortest spelling of the
+    longest action (a meta-action with a one-word argument)."""
+    actions = grammar.fixed + tuple(head + "x" + ARG_CLOSE for head in grammar.heads)
+    return 1 + max((vocab.spelled_length(a[1:]) for a in actions), default=0)
+
+
 class GuidedActions:
     """A ``transformers`` logits processor holding one grammar per row of a ``generate`` batch. It keeps enough of
     the ``budget`` of new tokens to write each row's longest action the shortest way, and writes it that way once
@@ -201,8 +206,7 @@ class GuidedActions:
         self.vocab = vocab
         self.grammars = grammars
         self.openers = [openers_for(vocab, g) for g in grammars]
-        # an opener may write just the '<'; then the shortest spelling of the longest action (or a one-word argument)
-        self.reserve = [1 + max(vocab.spelled_length(a[1:]) for a in g.fixed + tuple(h + "x" + ARG_CLOSE for h in g.heads)) if g.fixed or g.heads else 0 for g in grammars]
+        self.reserve = [_reserve(vocab, g) for g in grammars]
         self.prompt_width = prompt_width
         self.budget = budget
         self.generated = [""] * len(grammars)
