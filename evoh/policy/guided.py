@@ -152,8 +152,8 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
     and every string is written the shortest way on (the longest fitting token), which the budget was kept for."""
     _, action = response_state(generated)
     if action is None:
-        if closing:
-            return None, openers, []
+        if closing:  # the tag itself, written the shortest way (not " <" or "><": no choice to make here)
+            return None, vocab.longest_prefix(OPEN), []
         used = [i for tag, ids in vocab.tagged.items() if tag in generated for i in ids]
         return vocab.thought, openers, used
     if grammar.complete(action) or not grammar.viable(action):
