@@ -105,6 +105,20 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert [json.loads(line)["update"] for line in (grpo / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
+def test_guided_rollouts_train_the_guided_policy(trained: Path, tmp_path: Path):
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    run = _grpo(copy, 1, "--set", "model.guided=true", "--set", "grpo.max_tokens=40", "--set", "grpo.val_every=0")
+    assert run.exit_code == 0, run.stderr
+    [metrics] = [json.loads(line) for line in (copy / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["invalid_rate"] == 0.0 and metrics["samples"] > 0
+    # log-probs over the ids guidance allowed, the same in the policy's and the reference's pass: no KL at the start
+    assert metrics["kl"] == pytest.approx(0.0, abs=1e-6) and metrics["ratio"] == pytest.approx(1.0, abs=1e-4)
+    rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 4 and all(r["invalid_actions"] == 0 for r in rollouts)
+    assert json.loads((copy / "grpo" / "stage.json").read_text())["guided"] is True
+
+
 @pytest.mark.parametrize("continue_adapter", [True, False])
 def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_model: Path, continue_adapter: bool):
     import torch

@@ -512,6 +512,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "data": str(data),
                     "processes": accelerator.num_processes,
                     "generator": generator,
+                    "guided": sampling.guided,  # model.guided: rollouts and validation decoded under the turn grammar
                     "precision": precision,
                     "evoh_version": __version__,
                     **result,
