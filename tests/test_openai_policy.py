@@ -42,6 +42,14 @@ def test_the_key_must_be_set(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.engine
+def test_guided_decoding_is_refused_for_an_endpoint(alfworld_data: Path, tmp_path: Path):
+    result = evoh("eval", "-w", str(tmp_path), "--policy", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                  "--data", str(alfworld_data), "--limit", "1", "--set", "model.guided=true")
+    assert result.exit_code == 2 and "model.guided=false" in result.stderr
+    assert not list(tmp_path.glob("eval/*/episodes.jsonl"))
+
+
+@pytest.mark.engine
 def test_episodes_complete_through_every_kind_of_fault(alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     cycle = ["429", "ok", "500", "ok", "slow", "ok", "badjson", "ok", "empty", "ok"]

@@ -27,6 +27,9 @@ def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
     if kind == "openai":
         from evoh.policy.openai_compat import OpenAIPolicy
 
+        if recipe.model.guided:  # the grammar masks a local model's logits; an endpoint decodes on its own server
+            raise EvohError("model.guided applies to local models only", hint="set model.guided=false for --policy openai")
+
         return OpenAIPolicy(recipe.model, seed)
     if kind == "local":
         from evoh.policy.local import LocalPolicy
