@@ -84,7 +84,7 @@ class Vocabulary:
     """Every token's text, indexed for the questions guidance asks: which tokens may continue free thought,
     which may begin the action, and which spell a prefix of a given string."""
 
-    def __init__(self, tokenizer, size: int, stop_ids: set[int]) -> None:
+    def __init__(self, tokenizer, size: int, stop_ids: set[int], device: Any = "cpu") -> None:
         import torch
 
         texts = [tokenizer.decode([i]) if i < len(tokenizer) else "" for i in range(size)]
@@ -99,15 +99,17 @@ class Vocabulary:
         self.sorted_texts = sorted(self.by_text)
         stripped = [_strip_think_tags(t) for t in texts]
         # thought: anything without a '<' of its own (think tags are fine, once each)
-        self.thought = torch.tensor([u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool)
+        # the masks live where the logits do: no copy per row and step
+        self.thought = torch.tensor([u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool, device=device)
         self.tagged = {tag: [i for i, t in enumerate(texts) if tag in t] for tag in THINK_TAGS}
         # tokens that would end the thought: the text from their first own '<' on is where the action starts
         self.openers = [(i, s[s.index("<") :]) for i, (u, s) in enumerate(zip(usable, stripped, strict=True)) if u and "<" in s]
         in_argument = [u and _argument_ok(t, closed=False) for u, t in zip(usable, texts, strict=True)]
-        self.argument = torch.tensor(in_argument, dtype=torch.bool)
-        self.word = torch.tensor([ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool)
+        self.argument = torch.tensor(in_argument, dtype=torch.bool, device=device)
+        self.word = torch.tensor([ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool, device=device)
         self.longest_word = max((len(t) for t, ok in zip(texts, in_argument, strict=True) if ok), default=1)
-        self.marked = [i for i, t in enumerate(texts) if usable[i] and any(c in t for c in _NOT_IN_ARGUMENT)]
+        # the only tokens outside the argument mask that can continue an argument: those that close it
+        self.closers = [i for i, t in enumerate(texts) if usable[i] and "]" in t]
 
     def spelling_prefixes(self, remainder: str) -> list[int]:
         """Tokens whose text is a non-empty prefix of ``remainder``."""
@@ -173,13 +175,13 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
         elif action.startswith(head):
             argument = action[len(head) :]
             if "]" not in argument:
-                # free words, short of the length limit; ']' once there are some (`viable` checks the marked tokens)
+                # free words, short of the length limit; ']' once there are some (`viable` checks the closers)
                 free = not closing and len(argument) + vocab.longest_word <= MAX_ARGUMENT_CHARS
                 if not argument.strip():
                     mask = vocab.argument if free else vocab.word  # out of budget: one word, then close
                 else:
                     mask = vocab.argument if free else None
-                candidates.update(vocab.marked if free else spell(ARG_CLOSE))
+                candidates.update(vocab.closers if free else spell(ARG_CLOSE))
             else:
                 candidates.update(spell(ARG_CLOSE[len("]" + argument.split("]", 1)[1]) :]))
     return mask, [i for i in candidates if grammar.viable(action + vocab.texts[i])], []
@@ -229,7 +231,7 @@ class GuidedActions:
                 mask, extra, banned = step
                 fits = torch.zeros(scores.shape[1], dtype=torch.bool, device=scores.device)
                 if mask is not None:
-                    fits[: mask.shape[0]] = mask.to(scores.device)
+                    fits[: mask.shape[0]] = mask
                 fits[extra] = True
                 fits[banned] = False
                 if fits.any():  # nothing fits: leave the row to the parser rather than sample from nothing

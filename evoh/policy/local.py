@@ -181,15 +181,14 @@ class LocalPolicy:
             completions += self._generate(prompts[start : start + size], keys[start : start + size], chunk)
         return completions
 
-    def _guide(self, grammars: list[ActionGrammar], prompt_width: int):
-        from transformers import LogitsProcessorList
-
+    def _guide(self, grammars: list[ActionGrammar], prompt_width: int) -> GuidedActions:
         if self._vocabulary is None:  # the text of every token, once per policy
-            self._vocabulary = Vocabulary(self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids)
-        return LogitsProcessorList([GuidedActions(self._vocabulary, grammars, prompt_width, self.config.max_tokens)])
+            self._vocabulary = Vocabulary(self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids, self.device)
+        return GuidedActions(self._vocabulary, grammars, prompt_width, self.config.max_tokens)
 
     def _generate(self, prompts: list[str], keys: list[Any], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
         import torch
+        from transformers import LogitsProcessorList
 
         c = self.config
         rows = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
@@ -211,7 +210,7 @@ class LocalPolicy:
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
                 stop_strings=[STOP], tokenizer=self.tokenizer, pad_token_id=pad, **sampling,
-                logits_processor=guide,
+                logits_processor=LogitsProcessorList([guide]) if guide else None,
             )
         new = output[:, input_ids.shape[1] :]
         results = []
@@ -221,7 +220,7 @@ class LocalPolicy:
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
             if self.keep_samples:  # with the ids guidance allowed where it narrowed them, for the guided policy's log-probs
-                listed = guide[0].choices[index][: len(produced)] if guide else []
+                listed = guide.choices[index][: len(produced)] if guide else []
                 self.samples.setdefault(key, []).append((list(prompt), produced, {at: ids for at, ids in enumerate(listed) if ids is not None}))
             results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced)))
         return results
