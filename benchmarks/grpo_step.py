@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from statistics import fmean
+
+from separately import each_in_its_own_process
 
 from evoh.config import load_recipe
 from evoh.models.tiny import build
@@ -43,10 +43,7 @@ def main() -> None:
     if len(args.precision) == 1:
         measure(args, args.precision[0])
         return
-    rest = [f"--size={args.size}", f"--updates={args.updates}", f"--tasks={args.tasks}", f"--group={args.group}",
-            f"--max-steps={args.max_steps}", f"--max-tokens={args.max_tokens}", f"--workers={args.workers}"]
-    for precision in args.precision:  # one process each, so each peak memory is its own
-        subprocess.run([sys.executable, __file__, *rest, "--precision", precision], check=True)
+    each_in_its_own_process("--precision", args.precision)
 
 
 def measure(args: argparse.Namespace, precision: str) -> None:

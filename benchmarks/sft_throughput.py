@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from separately import each_in_its_own_process
 
 from evoh.config import load_recipe
 from evoh.models.tiny import build
@@ -40,10 +40,7 @@ def main() -> None:
     if len(args.precision) == 1:
         measure(args, args.precision[0])
         return
-    rest = [f"--size={args.size}", f"--games={args.games}", f"--steps={args.steps}", f"--batch={args.batch}",
-            f"--lora-r={args.lora_r}", f"--lora-dropout={args.lora_dropout}", *(["--full"] if args.full else [])]
-    for precision in args.precision:  # one process each, so each peak memory is its own
-        subprocess.run([sys.executable, __file__, *rest, "--precision", precision], check=True)
+    each_in_its_own_process("--precision", args.precision)
 
 
 def measure(args: argparse.Namespace, precision: str) -> None:
