@@ -108,7 +108,7 @@ def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str,
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.0  # the ratio must compare the same function at rollout and at training time
     if g.gradient_checkpointing and cuda:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
     model.eval()
     return tokenizer, model
