@@ -50,6 +50,16 @@ def test_pool_results_equal_the_engine_in_process(tasks):
         assert engine.step(moves[key]) == pooled_next[key]
 
 
+def test_answers_come_in_the_order_asked_whichever_worker_answers_first(tasks):
+    """The rollout batches episodes in this order, so sampling must not depend on which worker was quicker."""
+    asked = [3, 2, 1, 0]  # keys 3 and 1 go to one worker, 2 and 0 to the other: drained per worker, they would interleave
+    with EnvPool(2, max_steps=50) as pool:
+        steps = pool.reset({key: tasks[key] for key in asked})
+        assert list(steps) == asked
+        moves = _first_moves(steps)
+        assert list(pool.step({key: moves[key] for key in reversed(asked)})) == list(reversed(asked))
+
+
 def test_a_worker_killed_between_calls_loses_nothing(tasks):
     with EnvPool(2, max_steps=50) as pool:
         steps = pool.reset(dict(enumerate(tasks)))

@@ -115,7 +115,8 @@ class EnvPool:
     # -- public API -------------------------------------------------------------------------------
 
     def reset(self, tasks: Mapping[Hashable, Task]) -> dict[Hashable, Step]:
-        """Start (or restart) an episode of each task under its key; the key names it in later calls."""
+        """Start (or restart) an episode of each task under its key; the key names it in later calls. Answers
+        come in the order of ``tasks``, whichever worker finished first."""
         requests = []
         for key, task in tasks.items():
             if key in self._home or key in self._broken:
@@ -128,7 +129,7 @@ class EnvPool:
         return self._run(requests)
 
     def step(self, commands: Mapping[Hashable, str]) -> dict[Hashable, Step]:
-        """Send one command to each named episode, all workers at once."""
+        """Send one command to each named episode, all workers at once; answers in the order of ``commands``."""
         results: dict[Hashable, Step] = {}
         requests = []
         for key, command in commands.items():
@@ -142,7 +143,7 @@ class EnvPool:
         for key, step in results.items():
             if step.error is None:
                 self._played[key][1].append(commands[key])
-        return results
+        return {key: results[key] for key in commands if key in results}
 
     def release(self, keys) -> None:
         """Forget finished episodes; their loaded games stay in the worker for the next reset."""
@@ -234,7 +235,9 @@ class EnvPool:
                     culprit = worker.pending.popleft()
                     busy.append(self._replace(worker, culprit, failure, results, resend=list(worker.pending)))
                     busy.remove(worker)
-        return results
+        # in the order asked, not the order the workers answered: a caller that batches by this order (the
+        # rollout's rows, and so which sampled tokens each episode gets) must not depend on timing
+        return {request.key: results[request.key] for _, request in requests if request.key in results}
 
     def _drain(self, worker: _Worker, results: dict[Hashable, Step]) -> str | None:
         """Take every answer the worker has sent; a string if it has died (its pipe reads as closed)."""
