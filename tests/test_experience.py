@@ -93,6 +93,16 @@ def test_caps_evict_the_weakest_unprotected_entry():
     assert refused == [] and len(ids) == MAX_PER_CATEGORY and "note-new" in ids and "note-005" not in ids
 
 
+def test_an_add_into_a_full_category_weighs_the_updates_of_the_same_batch():
+    entries = [Entry(f"note-{i:03d}", "notes", f"note {i}", evidence=2, uses=3 if i == 0 else 0) for i in range(MAX_PER_CATEGORY)]
+    entries[5].evidence = 1
+    stronger = Entry("note-005", "notes", "note 5", evidence=6)
+    bank, refused = apply_edits(Bank(entries), [Edit("add", Entry("note-new", "notes", "new")), Edit("update", stronger)])
+    kept = {e.id: e for e in bank.of("notes")}
+    assert refused == [] and len(kept) == MAX_PER_CATEGORY and "note-new" in kept
+    assert kept["note-005"].evidence == 6 and "note-001" not in kept  # the weakest after the update went
+
+
 def test_protected_entries_and_ids_are_kept():
     bank = Bank([Entry("note-a", "notes", "a", uses=3), Entry("note-b", "notes", "b", uses=2)])
     bank, refused = apply_edits(bank, [

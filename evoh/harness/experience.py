@@ -159,11 +159,14 @@ class Consolidator(Protocol):
 
 
 def apply_edits(bank: Bank, edits: list[Edit]) -> tuple[Bank, list[str]]:
-    """Apply the edits that keep the bank valid; returns the new bank and why any edit was refused."""
+    """Apply the edits that keep the bank valid; returns the new bank and why any edit was refused.
+
+    Deletes first, then updates, then adds: an add into a full category evicts the weakest entry as this
+    batch left it, never one whose new evidence is still waiting further down the list."""
     entries = {e.id: replace(e, places=dict(e.places)) for e in bank.entries}
     update = bank.updates + 1
     refused = []
-    for edit in edits:
+    for edit in sorted(edits, key=lambda e: {"delete": 0, "update": 1}.get(e.op, 2)):
         if edit.op == "delete":
             entry = entries.get(edit.entry_id)
             if entry is None:
