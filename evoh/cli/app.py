@@ -6,6 +6,7 @@ without torch, transformers or alfworld.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -80,5 +81,16 @@ app.command("config", help="Show a recipe's resolved settings after --set overri
 )
 
 
+def _leave_process_group() -> None:
+    """End a torchrun/accelerate process group before the interpreter does: left to exit, gloo's threads can
+    outlive it and abort the process ("terminate called without an active exception") after the work is done."""
+    torch = sys.modules.get("torch")  # never import torch just to find out: `evoh --help` stays light
+    if torch is not None and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def main() -> None:
-    app(prog_name="evoh")
+    try:
+        app(prog_name="evoh")
+    finally:
+        _leave_process_group()
