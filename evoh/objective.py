@@ -5,10 +5,11 @@
   episode's advantage.
 * The token-level clipped-ratio loss against the rollout policy's log-probs,
   ``−min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)`` with ``ρ = exp(log π − log π_old)``.
-* Under guided decoding the policy that sampled is the model renormalised over the tokens guidance allowed:
-  where that set was a short list (a command's spelling, a forced tag), log-probs are taken over it, so a
-  forced token has log-prob 0 and moves nothing; in free thought (the mask allows nearly everything) the
-  model's own log-prob stands.
+* Under guided decoding the policy that sampled is the model renormalised, at every position guidance
+  narrowed, over the tokens it allowed there (free thought without a stray '<' or a stop, a command's
+  spelling, a meta-action's argument). Log-probs, ratios, the KL and the entropy are taken over that set:
+  a forced token has log-prob 0 and moves nothing, and probability moved onto tokens guidance rules out
+  changes no sampled behaviour, so it is neither rewarded nor charged.
 * The KL penalty to the reference policy, the k3 estimate ``exp(r − l) − (r − l) − 1`` (r: the
   reference's log-prob, l: the policy's), which is non-negative and unbiased for KL(π‖π_ref).
 
@@ -42,29 +43,16 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: floa
     logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
     chosen = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        entropy = torch.special.entr(logp_all.exp()).sum(-1)  # a token ruled out (-inf) adds nothing
     return chosen, entropy
 
 
-def restrict_logprobs(
-    logp: torch.Tensor, logits: torch.Tensor, choices: Sequence[tuple[int, int, Sequence[int]]], temperature: float = 1.0
-) -> torch.Tensor:
-    """``logp`` [B, C] with each listed position ``(row, column, allowed ids)`` renormalised over its allowed ids
-    (``logits`` [B, C, V], the same positions)."""
-    if not choices:
-        return logp
-    rows = torch.tensor([c[0] for c in choices], device=logits.device)
-    columns = torch.tensor([c[1] for c in choices], device=logits.device)
-    longest = max(len(c[2]) for c in choices)
-    index = torch.zeros((len(choices), longest), dtype=torch.long)
-    valid = torch.zeros((len(choices), longest), dtype=torch.bool)
-    for k, (_, _, ids) in enumerate(choices):
-        index[k, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
-        valid[k, : len(ids)] = True
-    scaled = logits[rows, columns].float() / temperature
-    allowed = scaled.gather(-1, index.to(logits.device)).masked_fill(~valid.to(logits.device), float("-inf"))
-    shift = torch.logsumexp(allowed, -1) - torch.logsumexp(scaled, -1)  # log of the allowed tokens' share
-    return logp - torch.zeros_like(logp).index_put((rows, columns), shift)
+def restrict_logits(logits: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``logits`` [B, C, V] with the tokens outside ``allowed`` [N, V] set to -inf at the N positions ``(rows, columns)``:
+    the distribution guided decoding sampled from, so log-probs, ratios, KL and entropy are the guided policy's."""
+    blocked = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    blocked[rows, columns] = ~allowed
+    return logits.masked_fill(blocked, float("-inf"))
 
 
 def clipped_policy_loss(

@@ -52,9 +52,7 @@ def _allowed(vocabulary, generated: str, closing: bool = False) -> set[str] | No
     step = allowed_tokens(vocabulary, GRAMMAR, generated, openers_for(vocabulary, GRAMMAR), closing)
     if step is None:
         return None
-    mask, extra, banned = step
-    ids = set(extra) | (set(mask.nonzero().flatten().tolist()) if mask is not None else set())
-    return {vocabulary.texts[i] for i in ids - set(banned)}
+    return {vocabulary.texts[i] for i in vocabulary.allowed_matrix([step])[0].nonzero().flatten().tolist()}
 
 
 def test_token_masks_follow_the_grammar(vocabulary):
@@ -79,7 +77,7 @@ def test_token_masks_follow_the_grammar(vocabulary):
     assert "mug" in last_word and "]" not in last_word and " " not in last_word
 
 
-def test_guided_samples_keep_the_ids_each_narrowed_position_allowed(tiny_model: Path):
+def test_guided_samples_keep_what_guidance_allowed_at_each_token(tiny_model: Path):
     from evoh.config import ModelConfig
     from evoh.policy.local import LocalPolicy
 
@@ -89,8 +87,10 @@ def test_guided_samples_keep_the_ids_each_narrowed_position_allowed(tiny_model: 
     for key, answer in zip("ab", answers, strict=True):
         assert parse_turn(answer.text, COMMANDS).kind != "malformed", answer.text
         [(_, produced, choices)] = policy.samples[key]
-        assert choices and all(produced[at] in ids for at, ids in choices.items())
-        assert max(choices) < len(produced)
+        assert choices and max(choices) < len(produced)
+        allowed = policy.vocabulary.allowed_matrix(list(choices.values()))
+        assert all(allowed[k, produced[at]] for k, at in enumerate(choices))  # every sampled token was allowed where it was
+        assert choices[0].mask == "thought" and not allowed[0, list(policy.stop_ids)].any()  # free thought, which may not stop
 
 
 def test_a_random_model_guided_on_real_games_writes_only_turns_that_parse(tiny_model: Path, alfworld_data: Path, tmp_path: Path):

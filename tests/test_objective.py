@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from evoh.config import GrpoConfig
-from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logprobs, token_logprobs
+from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logits, token_logprobs
 from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
 
 
@@ -72,18 +72,21 @@ def test_token_logprobs_use_the_sampling_temperature():
     assert uniform.item() == pytest.approx(math.log(8))
 
 
-def test_guided_log_probs_are_renormalised_over_the_allowed_tokens_and_a_forced_token_learns_nothing():
+def test_guided_log_probs_are_taken_over_the_allowed_tokens_and_ruled_out_tokens_learn_nothing():
     logits = torch.tensor([[[2.0, 0.0, -1.0, 1.0], [0.5, 1.5, 0.0, 0.0], [1.0, 2.0, 3.0, 4.0]]], requires_grad=True)
     tokens = torch.tensor([[1, 1, 3]])
-    logp, _ = token_logprobs(logits, tokens, temperature=0.5)
-    guided = restrict_logprobs(logp, logits, [(0, 0, [1, 3]), (0, 1, [1])], temperature=0.5)
-    two = torch.log_softmax(torch.tensor([0.0, 1.0]) / 0.5, -1)[0]  # token 1 against token 3 only
-    assert guided[0, 0].item() == pytest.approx(two.item())
-    assert guided[0, 1].item() == pytest.approx(0.0, abs=1e-6)  # the only token allowed
-    assert guided[0, 2].item() == pytest.approx(logp[0, 2].item())  # free text: the model's own log-prob
-    guided[0, 1].backward()
-    assert logits.grad.abs().max().item() == pytest.approx(0.0, abs=1e-6)
-    assert restrict_logprobs(logp, logits, []) is logp
+    allowed = torch.tensor([[False, True, False, True], [False, True, False, False]])  # positions 0 and 1 guided
+    guided = restrict_logits(logits, torch.tensor([0, 0]), torch.tensor([0, 1]), allowed)
+    logp, entropy = token_logprobs(guided, tokens, temperature=0.5)
+    two = torch.log_softmax(torch.tensor([0.0, 1.0]) / 0.5, -1)  # token 1 against token 3 only
+    assert logp[0, 0].item() == pytest.approx(two[0].item())
+    assert entropy[0, 0].item() == pytest.approx(float(-(two.exp() * two).sum()))
+    assert logp[0, 1].item() == pytest.approx(0.0, abs=1e-6) and entropy[0, 1].item() == pytest.approx(0.0, abs=1e-6)  # forced
+    free, _ = token_logprobs(logits, tokens, temperature=0.5)
+    assert logp[0, 2].item() == pytest.approx(free[0, 2].item())  # unguided: the model's own log-prob
+    logp[0, :2].sum().backward()
+    assert logits.grad[0, 0, [0, 2]].abs().max().item() == 0.0  # mass on a ruled-out token neither raises nor lowers it
+    assert logits.grad[0, 1].abs().max().item() == pytest.approx(0.0, abs=1e-6)  # a forced token moves nothing
 
 
 def test_micro_batches_keep_every_sample_within_the_token_budget():

@@ -15,6 +15,7 @@ the tokenizations it was trained on.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,16 @@ def response_state(generated: str) -> tuple[str, str | None]:
     return (text, None) if at < 0 else (text[:at], text[at:])
 
 
+@dataclass(frozen=True)
+class Allowed:
+    """The tokens guidance lets through at one position: a vocabulary mask by name (``None``: no mask), plus the
+    ``extra`` ids, less the ``banned`` ones. Kept per sampled token, so training scores the policy that sampled."""
+
+    mask: str | None
+    extra: Sequence[int]
+    banned: Sequence[int] = ()
+
+
 class Vocabulary:
     """Every token's text, indexed for the questions guidance asks: which tokens may continue free thought,
     which may begin the action, and which spell a prefix of a given string."""
@@ -100,16 +111,36 @@ class Vocabulary:
         stripped = [_strip_think_tags(t) for t in texts]
         # thought: anything without a '<' of its own (think tags are fine, once each)
         # the masks live where the logits do: no copy per row and step
-        self.thought = torch.tensor([u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool, device=device)
+        thought = torch.tensor([u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool, device=device)
         self.tagged = {tag: [i for i, t in enumerate(texts) if tag in t] for tag in THINK_TAGS}
         # tokens that would end the thought: the text from their first own '<' on is where the action starts
         self.openers = [(i, s[s.index("<") :]) for i, (u, s) in enumerate(zip(usable, stripped, strict=True)) if u and "<" in s]
         in_argument = [u and _argument_ok(t, closed=False) for u, t in zip(usable, texts, strict=True)]
-        self.argument = torch.tensor(in_argument, dtype=torch.bool, device=device)
-        self.word = torch.tensor([ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool, device=device)
+        argument = torch.tensor(in_argument, dtype=torch.bool, device=device)
+        word = torch.tensor([ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool, device=device)
+        # row 0 allows nothing (a position with only listed ids); the rest are the masks by name
+        self.mask_rows = {None: 0, "thought": 1, "argument": 2, "word": 3}
+        self.masks = torch.stack([torch.zeros_like(thought), thought, argument, word])
         self.longest_word = max((len(t) for t, ok in zip(texts, in_argument, strict=True) if ok), default=1)
         # the only tokens outside the argument mask that can continue an argument: those that close it
         self.closers = [i for i, t in enumerate(texts) if usable[i] and "]" in t]
+
+    def allowed_matrix(self, positions: Sequence[Allowed | None]):
+        """One boolean row per position, over the whole vocabulary: what guidance allowed there (``None``: everything)."""
+        import torch
+
+        device = self.masks.device
+        index = torch.tensor([self.mask_rows[a.mask] if a is not None else 0 for a in positions], dtype=torch.long, device=device)
+        allowed = self.masks[index]
+        for k, a in enumerate(positions):
+            if a is None:
+                allowed[k] = True
+                continue
+            if a.extra:
+                allowed[k, torch.tensor(a.extra, dtype=torch.long, device=device)] = True
+            if a.banned:
+                allowed[k, torch.tensor(a.banned, dtype=torch.long, device=device)] = False
+        return allowed
 
     def spelling_prefixes(self, remainder: str) -> list[int]:
         """Tokens whose text is a non-empty prefix of ``remainder``."""
@@ -146,18 +177,18 @@ class Vocabulary:
         return found
 
 
-def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, openers: list[int], closing: bool = False) -> tuple[Any, list[int], list[int]] | None:
-    """What may come next after ``generated``: ``(mask or None, token ids also allowed, token ids not allowed)``,
-    or ``None`` when the response is complete (or already beyond saving, which the parser will record).
+def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, openers: list[int], closing: bool = False) -> Allowed | None:
+    """What may come next after ``generated``, or ``None`` when the response is complete (or already beyond
+    saving, which the parser will record).
     ``openers`` are the tokens that begin an action this grammar allows (see :func:`openers_for`). ``closing``:
     the token budget is nearly spent, so a thought gives way to the action, an argument closes after a word,
     and every string is written the shortest way on (the longest fitting token), which the budget was kept for."""
     _, action = response_state(generated)
     if action is None:
         if closing:  # the tag itself, written the shortest way (not " <" or "><": no choice to make here)
-            return None, vocab.longest_prefix(OPEN), []
+            return Allowed(None, vocab.longest_prefix(OPEN))
         used = [i for tag, ids in vocab.tagged.items() if tag in generated for i in ids]
-        return vocab.thought, openers, used
+        return Allowed("thought", openers, used)
     if grammar.complete(action) or not grammar.viable(action):
         return None
     spell = vocab.longest_prefix if closing else vocab.spelling_prefixes
@@ -178,13 +209,13 @@ def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, op
                 # free words, short of the length limit; ']' once there are some (`viable` checks the closers)
                 free = not closing and len(argument) + vocab.longest_word <= MAX_ARGUMENT_CHARS
                 if not argument.strip():
-                    mask = vocab.argument if free else vocab.word  # out of budget: one word, then close
+                    mask = "argument" if free else "word"  # out of budget: one word, then close
                 else:
-                    mask = vocab.argument if free else None
+                    mask = "argument" if free else None
                 candidates.update(vocab.closers if free else spell(ARG_CLOSE))
             else:
                 candidates.update(spell(ARG_CLOSE[len("]" + argument.split("]", 1)[1]) :]))
-    return mask, [i for i in candidates if grammar.viable(action + vocab.texts[i])], []
+    return Allowed(mask, [i for i in candidates if grammar.viable(action + vocab.texts[i])])
 
 
 def openers_for(vocab: Vocabulary, grammar: ActionGrammar) -> list[int]:
@@ -212,30 +243,22 @@ class GuidedActions:
         self.prompt_width = prompt_width
         self.budget = budget
         self.generated = [""] * len(grammars)
-        # per row and new token: the ids allowed when guidance narrowed them to a list (None: free text or free)
-        self.choices: list[list[list[int] | None]] = [[] for _ in grammars]
+        # per row and new token: what guidance allowed (None: nothing was ruled out), for the guided policy's log-probs
+        self.choices: list[list[Allowed | None]] = [[] for _ in grammars]
 
     def __call__(self, input_ids, scores):
-        import torch
-
         written = input_ids.shape[1] - self.prompt_width
         if written:
             for row, token in enumerate(input_ids[:, -1].tolist()):
                 self.generated[row] += self.vocab.texts[token] if token < len(self.vocab.texts) else ""
-        allowed = torch.ones_like(scores, dtype=torch.bool)
-        for row, grammar in enumerate(self.grammars):
-            closing = self.budget - written <= self.reserve[row]
-            step = allowed_tokens(self.vocab, grammar, self.generated[row], self.openers[row], closing)
-            listed = None
-            if step is not None:
-                mask, extra, banned = step
-                fits = torch.zeros(scores.shape[1], dtype=torch.bool, device=scores.device)
-                if mask is not None:
-                    fits[: mask.shape[0]] = mask
-                fits[extra] = True
-                fits[banned] = False
-                if fits.any():  # nothing fits: leave the row to the parser rather than sample from nothing
-                    allowed[row] = fits
-                    listed = sorted(set(extra) - set(banned)) if mask is None else None
-            self.choices[row].append(listed)
+        steps = [
+            allowed_tokens(self.vocab, grammar, self.generated[row], self.openers[row], self.budget - written <= self.reserve[row])
+            for row, grammar in enumerate(self.grammars)
+        ]
+        allowed = self.vocab.allowed_matrix(steps)[:, : scores.shape[1]]
+        for row, step in enumerate(steps):
+            if step is not None and not allowed[row].any():  # nothing fits: leave the row to the parser rather than sample from nothing
+                allowed[row] = True
+                step = None
+            self.choices[row].append(step)
         return scores.masked_fill(~allowed, float("-inf"))

@@ -16,7 +16,7 @@ from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.harness.episode import TurnView
 from evoh.policy.base import Completion
-from evoh.policy.guided import ActionGrammar, GuidedActions, Vocabulary
+from evoh.policy.guided import ActionGrammar, Allowed, GuidedActions, Vocabulary
 from evoh.workspace import fingerprint, weights_identity
 
 STOP = "</action>"
@@ -134,8 +134,8 @@ class LocalPolicy:
         self.tokenizer, self.model = loaded or load_model(config.model, config.adapter, config.device, config.dtype)
         self.device = next(self.model.parameters()).device
         self.keep_samples = keep_samples
-        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
-        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
+        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, Allowed]]]] = {}
+        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, Allowed]]]] = {}
         self._weights: dict[str, str | None] | None = None
         self._vocabulary: Vocabulary | None = None
         stop = self.model.generation_config.eos_token_id
@@ -181,10 +181,15 @@ class LocalPolicy:
             completions += self._generate(prompts[start : start + size], keys[start : start + size], chunk)
         return completions
 
-    def _guide(self, grammars: list[ActionGrammar], prompt_width: int) -> GuidedActions:
-        if self._vocabulary is None:  # the text of every token, once per policy
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The text of every token, indexed for guidance: built once per policy (GRPO scores its samples with it)."""
+        if self._vocabulary is None:
             self._vocabulary = Vocabulary(self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids, self.device)
-        return GuidedActions(self._vocabulary, grammars, prompt_width, self.config.max_tokens)
+        return self._vocabulary
+
+    def _guide(self, grammars: list[ActionGrammar], prompt_width: int) -> GuidedActions:
+        return GuidedActions(self.vocabulary, grammars, prompt_width, self.config.max_tokens)
 
     def _generate(self, prompts: list[str], keys: list[Any], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
         import torch
@@ -219,8 +224,8 @@ class LocalPolicy:
             text = self.tokenizer.decode(produced, skip_special_tokens=True)
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
-            if self.keep_samples:  # with the ids guidance allowed where it narrowed them, for the guided policy's log-probs
-                listed = guide.choices[index][: len(produced)] if guide else []
-                self.samples.setdefault(key, []).append((list(prompt), produced, {at: ids for at, ids in enumerate(listed) if ids is not None}))
+            if self.keep_samples:  # with what guidance allowed at each token, for the guided policy's log-probs
+                steps = guide.choices[index][: len(produced)] if guide else []
+                self.samples.setdefault(key, []).append((list(prompt), produced, {at: a for at, a in enumerate(steps) if a is not None}))
             results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced)))
         return results

@@ -34,7 +34,8 @@ from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
-from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logprobs, token_logprobs
+from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logits, token_logprobs
+from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
 from evoh.stages.episodes import episode_settings
 from evoh.stages.summary import summarize
@@ -52,7 +53,7 @@ class Sample:
     prompt: list[int]
     completion: list[int]
     advantage: float
-    choices: dict[int, list[int]] = field(default_factory=dict)  # guided decoding: position -> the ids allowed there
+    choices: dict[int, Allowed] = field(default_factory=dict)  # guided decoding: position -> what guidance allowed there
     old_logp: Any = None  # log-probs of the rollout policy, when the weights move within an update
     ref_logp: Any = None
 
@@ -147,11 +148,12 @@ def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]
     return batches
 
 
-def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device):
+def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, vocabulary: Vocabulary | None = None):
     """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C].
 
     Rows are left-padded so every completion ends at the last position and only the last C+1 logits
-    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist.
+    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist. Samples
+    decoded under guidance are scored over what it allowed at each token (``vocabulary`` rebuilds those sets).
     """
     import torch
 
@@ -168,9 +170,13 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
+    guided = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
+    if guided:
+        rows, columns, allowed = zip(*guided, strict=True)
+        matrix = vocabulary.allowed_matrix(allowed)[:, : logits.shape[-1]].to(logits.device)
+        logits = restrict_logits(logits, torch.tensor(rows, device=logits.device), torch.tensor(columns, device=logits.device), matrix)
     logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
-    choices = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
-    return restrict_logprobs(logp, logits, choices, temperature), entropy, mask
+    return logp, entropy, mask
 
 
 def _pad_rows(values: list[Any], width: int, device):
@@ -183,7 +189,7 @@ def _pad_rows(values: list[Any], width: int, device):
     return out
 
 
-def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, device, old: bool, ref: bool) -> None:
+def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, device, old: bool, ref: bool, vocabulary: Vocabulary | None = None) -> None:
     """Fill in the rollout policy's and/or the reference's log-probs before any weight moves."""
     import torch
 
@@ -192,17 +198,19 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
     with torch.no_grad():
         for batch in micro_batches(samples, g.micro_batch_tokens):
             if old:
-                logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
                 for row, s in enumerate(batch):
                     s.old_logp = logp[row][mask[row]].cpu()
             if ref:
                 with reference_policy(model):
-                    logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                    logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
                 for row, s in enumerate(batch):
                     s.ref_logp = logp[row][mask[row]].cpu()
 
 
-def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int) -> dict[str, float]:
+def optimise(
+    accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int, vocabulary: Vocabulary | None = None
+) -> dict[str, float]:
     """``minibatches`` optimizer steps over the update's samples; token-level loss, gradient accumulation over
     micro-batches, clipping. Every process makes the same number of steps and one synchronised backward each."""
     import torch
@@ -212,7 +220,7 @@ def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g:
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
     parts = [[samples[i] for i in order[k :: g.minibatches]] for k in range(g.minibatches)]
-    score_samples(unwrapped, samples, g, pad_id, device, old=g.minibatches > 1, ref=g.kl > 0)
+    score_samples(unwrapped, samples, g, pad_id, device, old=g.minibatches > 1, ref=g.kl > 0, vocabulary=vocabulary)
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
     totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
     grad_norms = []
@@ -228,7 +236,7 @@ def optimise(accelerator, model, optimizer, scheduler, samples: list[Sample], g:
                     loss = model(input_ids=dummy).logits.sum() * 0.0
                     accelerator.backward(loss)
                     continue
-                logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device)
+                logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
                 width = mask.shape[1]
                 advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
                 old = _pad_rows([s.old_logp for s in batch], width, device) if g.minibatches > 1 else logp.detach()
@@ -450,6 +458,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         else:
             policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
+        vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
         versions = iter(range(1, 1 << 30))
 
         def sync_generator() -> None:
@@ -477,7 +486,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 played, rewards, samples = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
-                stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, seed=g.seed * 100_003 + update)
+                stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
                 seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
                 records = _gather(accelerator, [r for _, r in played])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
