@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from evoh.harness.turns import parse_turn
 from evoh.policy.guided import ActionGrammar, response_state
@@ -75,6 +76,21 @@ def test_token_masks_follow_the_grammar(vocabulary):
     assert len(shortest) == 1 and len(shortest.pop()) == max(len(t) for t in _allowed(vocab, "<action>go to cab"))
     last_word = _allowed(vocab, "<action>recall [", closing=True)  # an empty argument gets one word even then
     assert "mug" in last_word and "]" not in last_word and " " not in last_word
+
+
+def test_the_allowed_matrix_gives_each_position_its_own_set(vocabulary):
+    from evoh.policy.guided import Allowed
+
+    vocab, _ = vocabulary
+    thought = vocab.masks[vocab.mask_rows["thought"]]
+    opener, plain = vocab.texts.index("<"), int(thought.nonzero()[0])
+    matrix = vocab.allowed_matrix([None, Allowed(None, [5, 7]), Allowed("thought", [opener], [plain]), Allowed("word", [])])
+    assert matrix.shape == (4, len(vocab.texts)) and matrix[0].all()  # nothing ruled out
+    assert matrix[1].nonzero().flatten().tolist() == [5, 7]
+    expected = thought.clone()
+    expected[opener], expected[plain] = True, False
+    assert torch.equal(matrix[2], expected) and not thought[opener] and thought[plain]
+    assert torch.equal(matrix[3], vocab.masks[vocab.mask_rows["word"]])
 
 
 def test_guided_samples_keep_what_guidance_allowed_at_each_token(tiny_model: Path):

@@ -129,17 +129,14 @@ class Vocabulary:
         """One boolean row per position, over the whole vocabulary: what guidance allowed there (``None``: everything)."""
         import torch
 
-        device = self.masks.device
-        index = torch.tensor([self.mask_rows[a.mask] if a is not None else 0 for a in positions], dtype=torch.long, device=device)
-        allowed = self.masks[index]
-        for k, a in enumerate(positions):
-            if a is None:
-                allowed[k] = True
-                continue
-            if a.extra:
-                allowed[k, torch.tensor(a.extra, dtype=torch.long, device=device)] = True
-            if a.banned:
-                allowed[k, torch.tensor(a.banned, dtype=torch.long, device=device)] = False
+        def ids(values: list[int]):
+            return torch.tensor(values, dtype=torch.long, device=self.masks.device)
+
+        allowed = self.masks[ids([self.mask_rows[a.mask] if a is not None else 0 for a in positions])]
+        allowed[ids([k for k, a in enumerate(positions) if a is None])] = True
+        listed = [(k, a) for k, a in enumerate(positions) if a is not None]
+        allowed[ids([k for k, a in listed for _ in a.extra]), ids([i for _, a in listed for i in a.extra])] = True
+        allowed[ids([k for k, a in listed for _ in a.banned]), ids([i for _, a in listed for i in a.banned])] = False
         return allowed
 
     def spelling_prefixes(self, remainder: str) -> list[int]:
