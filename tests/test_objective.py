@@ -123,3 +123,27 @@ def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):
             alone = torch.log_softmax(logits / 0.7, -1).gather(-1, torch.tensor(s.completion).unsqueeze(-1)).squeeze(-1)
             assert mask[row].sum() == len(s.completion)
             assert torch.allclose(batched[row][mask[row]], alone, atol=1e-4)
+
+
+def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(tiny_model: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evoh.policy.guided import Allowed, Vocabulary
+    from evoh.stages.grpo import forward_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    vocab = Vocabulary(tokenizer, model.get_output_embeddings().weight.shape[0], {tokenizer.eos_token_id})
+    rng = random.Random(2)
+    prompt, completion = [rng.randrange(3, 500) for _ in range(20)], [rng.randrange(3, 500) for _ in range(3)]
+    steps = {0: Allowed("thought", [], []), 1: Allowed(None, [completion[1], 7])}  # the last token: unguided
+    free = Sample(prompt, completion, 0.0)
+    guided = Sample(prompt, completion, 0.0, steps)
+    with torch.no_grad():
+        (scored, _, mask), (plain, _, _) = (forward_logprobs(model, [s], 0, 0.7, "cpu", vocab) for s in (guided, free))
+        logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1] / 0.7
+    allowed = vocab.allowed_matrix([steps[0], steps[1]])
+    expected = [torch.log_softmax(logits[at].masked_fill(~allowed[at], float("-inf")), -1)[completion[at]] for at in (0, 1)]
+    assert torch.allclose(scored[0][mask[0]][:2], torch.stack(expected), atol=1e-4)
+    assert scored[0][mask[0]][0] > plain[0][mask[0]][0]  # the thought mask rules tokens out, so the share of the rest grows
+    assert torch.allclose(scored[0][mask[0]][2], plain[0][mask[0]][2], atol=1e-5)
