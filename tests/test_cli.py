@@ -18,7 +18,7 @@ from evoh.cli.completions import SHELLS, completion_script
 from evoh.env.games import load_tasks
 from tests.alfworld_helpers import planner_walkthrough
 from tests.cli_runner import evoh
-from tests.subprocesses import interrupt
+from tests.subprocesses import interrupt, interruptible
 
 ROOT = Path(__file__).parents[1]
 
@@ -188,7 +188,7 @@ def test_ctrl_c_in_play_exits_130_and_stops_the_engine(alfworld_data: Path):
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "evoh", "play", "valid_seen:0"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while not [c for c in _children(proc.pid)] and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from evoh.env.engine import GameEngine
 from evoh.env.games import load_tasks
 from evoh.env.pool import EnvPool
 from tests.fakes import FaultyEngine
-from tests.subprocesses import interrupt
+from tests.subprocesses import interrupt, interruptible
 
 pytestmark = pytest.mark.engine
 
@@ -142,7 +142,7 @@ def test_ctrl_c_stops_the_pool_and_its_workers(alfworld_data: Path, tmp_path: Pa
     script = tmp_path / "loop.py"
     script.write_text(_INTERRUPTED_SCRIPT)
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data), "PYTHONPATH": str(Path(__file__).parents[1])}
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, preexec_fn=interruptible)
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     time.sleep(1.0)  # mid-stepping
