@@ -32,3 +32,4 @@ def interruptible() -> None:
     KeyboardInterrupt handler even when the tests themselves run as a background job (a shell starts those
     with SIGINT ignored, children inherit it, and the child would never see the signal)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a blocked signal is inherited too
