@@ -129,7 +129,7 @@ def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(tiny
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from evoh.policy.guided import Allowed, Vocabulary
-    from evoh.stages.grpo import forward_logprobs
+    from evoh.stages.grpo import forward_logprobs, guided_restriction
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
@@ -140,10 +140,34 @@ def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(tiny
     free = Sample(prompt, completion, 0.0)
     guided = Sample(prompt, completion, 0.0, steps)
     with torch.no_grad():
-        (scored, _, mask), (plain, _, _) = (forward_logprobs(model, [s], 0, 0.7, "cpu", vocab) for s in (guided, free))
+        (scored, _, mask), (plain, _, _) = (forward_logprobs(model, [s], 0, 0.7, "cpu", guided_restriction([s], vocab)) for s in (guided, free))
         logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1] / 0.7
     allowed = vocab.allowed_matrix([steps[0], steps[1]])
     expected = [torch.log_softmax(logits[at].masked_fill(~allowed[at], float("-inf")), -1)[completion[at]] for at in (0, 1)]
     assert torch.allclose(scored[0][mask[0]][:2], torch.stack(expected), atol=1e-4)
     assert scored[0][mask[0]][0] > plain[0][mask[0]][0]  # the thought mask rules tokens out, so the share of the rest grows
     assert torch.allclose(scored[0][mask[0]][2], plain[0][mask[0]][2], atol=1e-5)
+
+
+def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(tiny_model: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evoh.policy.guided import Allowed, Vocabulary
+    from evoh.stages.grpo import forward_logprobs, guided_restriction
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    vocab = Vocabulary(tokenizer, model.get_output_embeddings().weight.shape[0], {tokenizer.eos_token_id})
+    rng = random.Random(3)
+    short = [rng.randrange(3, 500) for _ in range(3)]
+    guided = Sample([rng.randrange(3, 500) for _ in range(15)], short, 0.0, {0: Allowed("argument", []), 2: Allowed(None, [short[2]])})
+    longer = Sample([rng.randrange(3, 500) for _ in range(9)], [rng.randrange(3, 500) for _ in range(7)], 0.0)
+    with torch.no_grad():
+        alone, _, mask_alone = forward_logprobs(model, [guided], 0, 0.7, "cpu", guided_restriction([guided], vocab))
+        batch = [longer, guided]
+        together, _, mask = forward_logprobs(model, batch, 0, 0.7, "cpu", guided_restriction(batch, vocab))
+    assert torch.allclose(together[1][mask[1]], alone[0][mask_alone[0]], atol=1e-4)
+    assert together[1][mask[1]][2] == 0.0  # one token allowed: it was certain
+    assert guided_restriction([longer], vocab) is None
+    with pytest.raises(ValueError, match="vocabulary"):
+        guided_restriction(batch, None)

@@ -148,12 +148,29 @@ def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]
     return batches
 
 
-def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, vocabulary: Vocabulary | None = None):
+def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None):
+    """What guidance allowed at the batch's guided tokens, in ``forward_logprobs``' layout: (rows, columns,
+    allowed [N, V]), or None when no token was guided. Built once per micro-batch and shared by the passes over
+    it; not kept on the Sample, where a Qwen-sized vocabulary would cost ~150 kB per guided token."""
+    import torch
+
+    width = max(len(s.completion) for s in batch)
+    guided = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
+    if not guided:
+        return None
+    if vocabulary is None:
+        raise ValueError("guided samples need the guided policy's vocabulary to be scored")
+    rows, columns, allowed = zip(*guided, strict=True)
+    return torch.tensor(rows), torch.tensor(columns), vocabulary.allowed_matrix(allowed)
+
+
+def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, restriction=None):
     """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C].
 
     Rows are left-padded so every completion ends at the last position and only the last C+1 logits
     are computed (C the longest completion): the prompt's vocabulary-sized logits never exist. Samples
-    decoded under guidance are scored over what it allowed at each token (``vocabulary`` rebuilds those sets).
+    decoded under guidance are scored over what it allowed at each token (``restriction``, from
+    ``guided_restriction`` on the same batch).
     """
     import torch
 
@@ -170,11 +187,9 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
-    guided = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
-    if guided:
-        rows, columns, allowed = zip(*guided, strict=True)
-        matrix = vocabulary.allowed_matrix(allowed)[:, : logits.shape[-1]].to(logits.device)
-        logits = restrict_logits(logits, torch.tensor(rows, device=logits.device), torch.tensor(columns, device=logits.device), matrix)
+    if restriction is not None:
+        rows, columns, allowed = (t.to(logits.device) for t in restriction)
+        logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
     logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
     return logp, entropy, mask
 
@@ -197,13 +212,14 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
         return
     with torch.no_grad():
         for batch in micro_batches(samples, g.micro_batch_tokens):
+            restriction = guided_restriction(batch, vocabulary)
             if old:
-                logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
+                logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 for row, s in enumerate(batch):
                     s.old_logp = logp[row][mask[row]].cpu()
             if ref:
                 with reference_policy(model):
-                    logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
+                    logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 for row, s in enumerate(batch):
                     s.ref_logp = logp[row][mask[row]].cpu()
 
@@ -236,7 +252,8 @@ def optimise(
                     loss = model(input_ids=dummy).logits.sum() * 0.0
                     accelerator.backward(loss)
                     continue
-                logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, vocabulary)
+                restriction = guided_restriction(batch, vocabulary)
+                logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 width = mask.shape[1]
                 advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
                 old = _pad_rows([s.old_logp for s in batch], width, device) if g.minibatches > 1 else logp.detach()
