@@ -171,3 +171,27 @@ def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(tiny_mode
     assert guided_restriction([longer], vocab) is None
     with pytest.raises(ValueError, match="vocabulary"):
         guided_restriction(batch, None)
+
+
+def test_only_the_later_optimizer_steps_keep_the_rollout_policys_log_probs(tiny_model: Path):
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from evoh.stages.grpo import optimise
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # weights that never move: every ratio is 1
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    rng = random.Random(4)
+    samples = [Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(4)], rng.choice((-1.0, 1.0))) for _ in range(6)]
+    scored_without_grad: list[int] = []
+    hook = model.register_forward_hook(lambda _, args, out: None if torch.is_grad_enabled() else scored_without_grad.append(1))
+    stats = optimise(Accelerator(cpu=True), model, optimizer, scheduler, samples, GrpoConfig(minibatches=2, kl=0.0), pad_id=0, seed=0)
+    hook.remove()
+    kept = [s for s in samples if s.old_logp is not None]
+    assert len(kept) == 3 and all(s.old_logp.shape == (4,) for s in kept)  # the second step's half
+    assert len(scored_without_grad) == 1  # one scoring pass, over that half only
+    assert stats["ratio"] == pytest.approx(1.0, abs=1e-5) and stats["clip_fraction"] == 0.0

@@ -236,11 +236,13 @@ def optimise(
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
     parts = [[samples[i] for i in order[k :: g.minibatches]] for k in range(g.minibatches)]
-    score_samples(unwrapped, samples, g, pad_id, device, old=g.minibatches > 1, ref=g.kl > 0, vocabulary=vocabulary)
+    # the first step's weights are the rollout policy's: only the later steps' samples need its log-probs stored
+    score_samples(unwrapped, [s for part in parts[1:] for s in part], g, pad_id, device, old=True, ref=g.kl > 0, vocabulary=vocabulary)
+    score_samples(unwrapped, parts[0], g, pad_id, device, old=False, ref=g.kl > 0, vocabulary=vocabulary)
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
     totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
     grad_norms = []
-    for part in parts:
+    for step, part in enumerate(parts):
         tokens = _reduce(accelerator, sum(len(s.completion) for s in part), "sum")
         scale = accelerator.num_processes / max(tokens, 1.0)  # DDP averages gradients over processes
         batches = micro_batches(part, g.micro_batch_tokens) or [[]]
@@ -256,7 +258,7 @@ def optimise(
                 logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 width = mask.shape[1]
                 advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
-                old = _pad_rows([s.old_logp for s in batch], width, device) if g.minibatches > 1 else logp.detach()
+                old = _pad_rows([s.old_logp for s in batch], width, device) if step > 0 else logp.detach()
                 pg, clipped = clipped_policy_loss(logp, old, advantages, g.clip_low, g.clip_high)
                 per_token = pg
                 if g.kl > 0:
