@@ -1,6 +1,6 @@
 """`evoh grpo` cost per update on this machine: rollout vs optimisation seconds, tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/grpo_step.py [--size tiny] [--updates 3] [--tasks 4] [--group 4] [--precision auto fp32]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/grpo_step.py [--size tiny] [--updates 3] [--tasks 4] [--group 4] [--minibatches 2] [--precision auto fp32]
 
 Builds a base model (`evoh model init`), then runs `evoh grpo` through the library from a fresh LoRA
 adapter on real train games (every turn charged, `--max-steps` turns per episode) and reads the
@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--minibatches", type=int, default=1, help="optimizer steps per update (the CPU recipe takes 2)")
     parser.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp32"])
     args = parser.parse_args()
     if len(args.precision) == 1:
@@ -53,7 +54,7 @@ def measure(args: argparse.Namespace, precision: str) -> None:
         "grpo.start=none", f"grpo.model={root / 'model'}", f"grpo.updates={args.updates}", f"grpo.tasks_per_update={args.tasks}",
         f"grpo.group_size={args.group}", f"grpo.max_steps={args.max_steps}", f"grpo.max_tokens={args.max_tokens}",
         "grpo.lr=1e-4", "grpo.val_every=0", f"grpo.save_every={args.updates}", f"env.workers={args.workers}",
-        f"grpo.precision={precision}",
+        f"grpo.precision={precision}", f"grpo.minibatches={args.minibatches}",
     ])
     grpo.run(recipe, Workspace(root / "ws"))
     metrics = [json.loads(line) for line in (root / "ws" / "grpo" / "metrics.jsonl").read_text().splitlines()]
@@ -65,7 +66,10 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     resolved = json.loads((root / "ws" / "grpo" / "stage.json").read_text())["precision"]
     print(f"{info['size']} model, {info['parameters']:,} parameters; LoRA r=64 from scratch, {resolved} (asked: {precision})")
-    print(f"  {args.updates} updates of {args.tasks} games x {args.group} rollouts, up to {args.max_steps} turns and {args.max_tokens} tokens per turn")
+    print(
+        f"  {args.updates} updates of {args.tasks} games x {args.group} rollouts, up to {args.max_steps} turns and {args.max_tokens} tokens per turn, "
+        f"{args.minibatches} optimizer step(s) per update"
+    )
     print(f"  per update: {rollout + update:.1f} s = rollout {rollout:.1f} s + optimisation {update:.1f} s ({fmean(m['samples'] for m in metrics):.0f} turns trained)")
     print(
         f"  rollout {generated / rollout:.0f} generated tokens/s; optimisation {forwarded / update:.0f} trained tokens/s "
