@@ -125,15 +125,24 @@ def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):
             assert torch.allclose(batched[row][mask[row]], alone, atol=1e-4)
 
 
-def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(tiny_model: Path):
+@pytest.fixture(scope="module")
+def guided_model(tiny_model: Path):
+    """(the tiny model, its guided-decoding vocabulary)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evoh.policy.guided import Allowed, Vocabulary
-    from evoh.stages.grpo import forward_logprobs, guided_restriction
+    from evoh.policy.guided import Vocabulary
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     vocab = Vocabulary(tokenizer, model.get_output_embeddings().weight.shape[0], {tokenizer.eos_token_id})
+    return model, vocab
+
+
+def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(guided_model):
+    from evoh.policy.guided import Allowed
+    from evoh.stages.grpo import forward_logprobs, guided_restriction
+
+    model, vocab = guided_model
     rng = random.Random(2)
     prompt, completion = [rng.randrange(3, 500) for _ in range(20)], [rng.randrange(3, 500) for _ in range(3)]
     steps = {0: Allowed("thought", [], []), 1: Allowed(None, [completion[1], 7])}  # the last token: unguided
@@ -149,15 +158,11 @@ def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(tiny
     assert torch.allclose(scored[0][mask[0]][2], plain[0][mask[0]][2], atol=1e-5)
 
 
-def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(tiny_model: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from evoh.policy.guided import Allowed, Vocabulary
+def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(guided_model):
+    from evoh.policy.guided import Allowed
     from evoh.stages.grpo import forward_logprobs, guided_restriction
 
-    model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    vocab = Vocabulary(tokenizer, model.get_output_embeddings().weight.shape[0], {tokenizer.eos_token_id})
+    model, vocab = guided_model
     rng = random.Random(3)
     short = [rng.randrange(3, 500) for _ in range(3)]
     guided = Sample([rng.randrange(3, 500) for _ in range(15)], short, 0.0, {0: Allowed("argument", []), 2: Allowed(None, [short[2]])})

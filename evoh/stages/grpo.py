@@ -148,10 +148,10 @@ def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]
     return batches
 
 
-def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None):
-    """What guidance allowed at the batch's guided tokens, in ``forward_logprobs``' layout: (rows, columns,
-    allowed [N, V]), or None when no token was guided. Built once per micro-batch and shared by the passes over
-    it; not kept on the Sample, where a Qwen-sized vocabulary would cost ~150 kB per guided token."""
+def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None, device="cpu"):
+    """What guidance allowed at the batch's guided tokens, in ``forward_logprobs``' layout and on ``device``:
+    (rows, columns, allowed [N, V]), or None when no token was guided. Built once per micro-batch and shared by
+    the passes over it; not kept on the Sample, where a Qwen-sized vocabulary would cost ~150 kB per guided token."""
     import torch
 
     width = max(len(s.completion) for s in batch)
@@ -161,7 +161,7 @@ def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None):
     if vocabulary is None:
         raise ValueError("guided samples need the guided policy's vocabulary to be scored")
     rows, columns, allowed = zip(*guided, strict=True)
-    return torch.tensor(rows), torch.tensor(columns), vocabulary.allowed_matrix(allowed)
+    return torch.tensor(rows, device=device), torch.tensor(columns, device=device), vocabulary.allowed_matrix(allowed).to(device)
 
 
 def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, restriction=None):
@@ -170,7 +170,7 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     Rows are left-padded so every completion ends at the last position and only the last C+1 logits
     are computed (C the longest completion): the prompt's vocabulary-sized logits never exist. Samples
     decoded under guidance are scored over what it allowed at each token (``restriction``, from
-    ``guided_restriction`` on the same batch).
+    ``guided_restriction`` on the same batch and device).
     """
     import torch
 
@@ -188,7 +188,7 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
     if restriction is not None:
-        rows, columns, allowed = (t.to(logits.device) for t in restriction)
+        rows, columns, allowed = restriction
         logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
     logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
     return logp, entropy, mask
@@ -212,7 +212,7 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
         return
     with torch.no_grad():
         for batch in micro_batches(samples, g.micro_batch_tokens):
-            restriction = guided_restriction(batch, vocabulary)
+            restriction = guided_restriction(batch, vocabulary, device)
             if old:
                 logp, _, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 for row, s in enumerate(batch):
@@ -236,9 +236,8 @@ def optimise(
     order = list(range(len(samples)))
     random.Random(seed).shuffle(order)
     parts = [[samples[i] for i in order[k :: g.minibatches]] for k in range(g.minibatches)]
-    # the first step's weights are the rollout policy's: only the later steps' samples need its log-probs stored
-    score_samples(unwrapped, [s for part in parts[1:] for s in part], g, pad_id, device, old=True, ref=g.kl > 0, vocabulary=vocabulary)
-    score_samples(unwrapped, parts[0], g, pad_id, device, old=False, ref=g.kl > 0, vocabulary=vocabulary)
+    for step, part in enumerate(parts):  # the first step's weights are the rollout policy's: its samples need no stored log-probs
+        score_samples(unwrapped, part, g, pad_id, device, old=step > 0, ref=g.kl > 0, vocabulary=vocabulary)
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
     totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
     grad_norms = []
@@ -254,7 +253,7 @@ def optimise(
                     loss = model(input_ids=dummy).logits.sum() * 0.0
                     accelerator.backward(loss)
                     continue
-                restriction = guided_restriction(batch, vocabulary)
+                restriction = guided_restriction(batch, vocabulary, device)
                 logp, entropy, mask = forward_logprobs(model, batch, pad_id, g.temperature, device, restriction)
                 width = mask.shape[1]
                 advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
