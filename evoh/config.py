@@ -188,9 +188,13 @@ class GrpoConfig:
     scheduler: str = "constant"  # any transformers scheduler name: constant, cosine, linear, ...
     warmup_updates: int = 0
     kl: float = 0.01  # β: weight of the KL estimate to the reference policy
+    kl_cap: float = 10.0  # per-token bound on that estimate (0: none); its tail is exponential in the log-ratio
     clip_low: float = 0.2  # ε: ratio clipped to [1 − clip_low, 1 + clip_high]
     clip_high: float = 0.2
     std_normalize: bool = True  # divide group-relative advantages by the group's standard deviation
+    # train only on games whose rollouts differ in success (some won, some lost); an update where none do
+    # makes no optimizer step. Off: the paper's recipe, every group trained on its reward's differences
+    skip_uniform_groups: bool = False
     minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)
     micro_batch_tokens: int = 16384  # padded tokens per forward pass; gradients accumulate over micro-batches
     max_grad_norm: float = 1.0

@@ -2,7 +2,7 @@
 
 * Group-relative advantages: the G rollouts of one game are compared with each other only,
   ``A = (R − mean_g R) / std_g R`` (the division is switchable). Every turn of an episode gets its
-  episode's advantage.
+  episode's advantage. Optionally only groups whose rollouts differ in success are trained.
 * The token-level clipped-ratio loss against the rollout policy's log-probs,
   ``−min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)`` with ``ρ = exp(log π − log π_old)``.
 * Under guided decoding the policy that sampled is the model renormalised, at every position guidance
@@ -11,7 +11,8 @@
   a forced token has log-prob 0 and moves nothing, and probability moved onto tokens guidance rules out
   changes no sampled behaviour, so it is neither rewarded nor charged.
 * The KL penalty to the reference policy, the k3 estimate ``exp(r − l) − (r − l) − 1`` (r: the
-  reference's log-prob, l: the policy's), which is non-negative and unbiased for KL(π‖π_ref).
+  reference's log-prob, l: the policy's), which is non-negative and unbiased for KL(π‖π_ref), capped per
+  token (verl caps it at 10 too) because its tail is unbounded.
 
 Losses are returned per token; the caller averages over every completion token of an update
 ("token-level"), so long responses weigh as much per token as short ones.
@@ -36,6 +37,16 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], std_n
         mean, std = stats[group]
         advantages.append((reward - mean) / (std + eps) if std_normalize else reward - mean)
     return advantages
+
+
+def contrasting_groups(outcomes: Sequence[bool], groups: Sequence[Hashable]) -> set[Hashable]:
+    """The groups whose rollouts did not all end the same way. In a group that all won or all lost, only the
+    shaping terms tell rollouts apart, and std normalisation scales those small differences to full-size
+    advantages (DAPO's dynamic sampling drops such groups)."""
+    seen: dict[Hashable, set[bool]] = {}
+    for outcome, group in zip(outcomes, groups, strict=True):
+        seen.setdefault(group, set()).add(bool(outcome))
+    return {group for group, kinds in seen.items() if len(kinds) > 1}
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,7 +78,11 @@ def clipped_policy_loss(
     return loss, was_clipped
 
 
-def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token k3 estimate of KL(π‖π_ref) from the sampled tokens' log-probs."""
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, cap: float = 0.0) -> torch.Tensor:
+    """Per-token k3 estimate of KL(π‖π_ref) from the sampled tokens' log-probs, at most ``cap`` when it is
+    above 0. The estimate grows exponentially in ref_logp − logp: one sampled token the policy has made
+    unlikely where the reference was sure of it can outweigh every other token of an update, and after
+    gradient clipping leave the policy gradient nothing; capped, that token neither counts nor pulls."""
     delta = ref_logp - logp
-    return torch.exp(delta) - delta - 1
+    k3 = torch.exp(delta) - delta - 1
+    return k3.clamp(max=cap) if cap > 0 else k3

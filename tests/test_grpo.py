@@ -18,7 +18,7 @@ pytestmark = pytest.mark.engine
 METRICS = {
     "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
     "meta_per_episode", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
-    "kl", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "rollout_seconds", "update_seconds",
+    "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "groups_trained", "rollout_seconds", "update_seconds",
 }
 
 
@@ -65,7 +65,7 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert [m["update"] for m in metrics] == [0, 1]
     for m in metrics:
         assert METRICS <= m.keys(), METRICS - m.keys()
-        assert m["episodes"] == 4 and m["samples"] > 0 and m["completion_tokens"] > 0
+        assert m["episodes"] == 4 and m["samples"] > 0 and m["groups_trained"] == 2 and m["completion_tokens"] > 0
         assert set(m["reward"]) == {"success", "efficiency", "diversity", "spam", "invalid"}
         assert set(m["meta_per_episode"]) == {"track", "commit", "recall", "note"}
         assert m["ratio"] == pytest.approx(1.0, abs=1e-4)  # one optimizer step per update: π = π_old at the step
@@ -117,6 +117,24 @@ def test_guided_rollouts_train_the_guided_policy(trained: Path, tmp_path: Path):
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 4 and all(r["invalid_actions"] == 0 for r in rollouts)
     assert json.loads((copy / "grpo" / "stage.json").read_text())["guided"] is True
+
+
+def test_games_that_all_lost_teach_nothing_when_uniform_groups_are_skipped(trained: Path, tmp_path: Path):
+    import torch
+
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    run = _grpo(copy, 2, "--set", "grpo.skip_uniform_groups=true", "--set", "grpo.val_every=0", "--set", "grpo.scheduler=linear")
+    assert run.exit_code == 0, run.stderr
+    rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 8 and not any(r["won"] for r in rollouts)  # five steps: the tiny model wins none
+    metrics = [json.loads(line) for line in (copy / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    for m in metrics:
+        assert METRICS <= m.keys() and m["samples"] == 0 and m["groups_trained"] == 0
+        assert m["kl"] is None and m["loss"] is None and m["grad_norm"] is None  # nothing measured: no step taken
+    assert [m["lr"] for m in metrics] == pytest.approx([5e-4, 0.0])  # the schedule still follows the updates
+    before, after = _adapter(copy / "sft" / "adapter"), _adapter(copy / "grpo" / "adapter")
+    assert all(torch.equal(before[k], after[k]) for k in before)  # not one optimizer step
 
 
 @pytest.mark.parametrize("continue_adapter", [True, False])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from evoh.config import GrpoConfig
-from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import clipped_policy_loss, contrasting_groups, group_advantages, kl_k3, restrict_logits, token_logprobs
 from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
 
 
@@ -24,6 +24,16 @@ def test_group_advantages_compare_rollouts_of_the_same_game_only():
     assert advantages[3:] == [0.0, 0.0, 0.0]  # a group that all did the same learns nothing
     assert group_advantages(rewards, groups, std_normalize=False)[:3] == pytest.approx([10.5 - mean, -mean, -0.5 - mean])
     assert sum(advantages[:3]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_only_games_whose_rollouts_differ_in_success_contrast():
+    won = [True, False, False, False, False, False, True, True, True]
+    games = ["a", "a", "a", "b", "b", "b", "c", "c", "c"]
+    assert contrasting_groups(won, games) == {"a"}  # b all lost, c all won
+    # the shaping terms alone still spread b's rewards, and std normalisation scales them to full size
+    rewards = [10.9, 0.5, 0.25, 0.5, 0.25, 0.0, 10.5, 10.4, 10.3]
+    assert max(abs(a) for a in group_advantages(rewards, games)[3:6]) > 1.0
+    assert contrasting_groups([], []) == set()
 
 
 def test_clipped_loss_matches_a_hand_computation():
@@ -60,6 +70,18 @@ def test_k3_kl_is_zero_at_the_reference_and_unbiased_for_kl():
     draws = torch.multinomial(p, 200_000, replacement=True, generator=generator)
     estimate = float(kl_k3(p.log()[draws], q.log()[draws]).mean())
     assert estimate == pytest.approx(exact, rel=0.02)
+
+
+def test_a_capped_k3_bounds_a_token_the_policy_made_unlikely():
+    # the reference was sure of the token (log-prob -0.01); the policy now gives it e^-14
+    logp = torch.tensor([-14.0, -0.5], requires_grad=True)
+    ref = torch.tensor([-0.01, -0.4])
+    raw = kl_k3(logp, ref)
+    assert float(raw[0]) > 1e5  # one token would outweigh a whole update's others
+    capped = kl_k3(logp, ref, cap=10.0)
+    assert float(capped[0]) == 10.0 and float(capped[1]) == pytest.approx(float(raw[1]))
+    capped.sum().backward()
+    assert logp.grad[0] == 0.0 and logp.grad[1] != 0.0  # the outlier no longer pulls; the others still do
 
 
 def test_token_logprobs_use_the_sampling_temperature():

@@ -85,10 +85,11 @@ def update_display() -> Iterator[object]:
                 return
             val = m.get("validation")
             tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+            learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
             console.print(
                 f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
-                f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  kl {m['kl']:.4f}  "
-                f"clip {m['clip_fraction']:.3f}  {m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
+                f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
+                f"{m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
                 markup=False, highlight=False,
             )
 

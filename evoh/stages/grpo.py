@@ -4,7 +4,8 @@ One update: T train games × G rollouts each through the shared episode loop (ev
 budget, the Experience bank frozen), the cost-aware reward per episode, group-relative advantages per
 game, and every turn of an episode trained on its sampled tokens with that episode's advantage: the
 token-level clipped-ratio loss against the rollout policy's log-probs plus a KL penalty to the
-reference policy. The bank is consolidated after the update.
+reference policy (optionally only for games whose rollouts differ in success). The bank is
+consolidated after the update.
 
 The reference is the policy the run starts from: continuing the SFT adapter, a frozen copy of that
 adapter; with a fresh adapter, the model with its adapter disabled. Under ``accelerate launch`` or
@@ -20,6 +21,7 @@ import logging
 import random
 import shutil
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,7 @@ from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
-from evoh.objective import clipped_policy_loss, group_advantages, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import clipped_policy_loss, contrasting_groups, group_advantages, kl_k3, restrict_logits, token_logprobs
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
 from evoh.stages.episodes import episode_settings
@@ -226,11 +228,19 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
 
 def optimise(
     accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int, vocabulary: Vocabulary | None = None
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """``minibatches`` optimizer steps over the update's samples; token-level loss, gradient accumulation over
-    micro-batches, clipping. Every process makes the same number of steps and one synchronised backward each."""
+    micro-batches, clipping. Every process makes the same number of steps and one synchronised backward each;
+    none when no process has a sample (Adam's momentum would move the weights even on a zero gradient)."""
     import torch
 
+    if _reduce(accelerator, len(samples), "sum") == 0:  # no game to learn from (grpo.skip_uniform_groups)
+        with warnings.catch_warnings():  # the schedule stays a function of the update: it advances as if stepped
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            for _ in range(g.minibatches):
+                scheduler.step()
+        skipped: dict[str, float | None] = dict.fromkeys(("loss", "pg_loss", "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm"))
+        return {**skipped, "lr": scheduler.get_last_lr()[0]}
     unwrapped = accelerator.unwrap_model(model)
     device = accelerator.device
     order = list(range(len(samples)))
@@ -239,7 +249,7 @@ def optimise(
     for step, part in enumerate(parts):  # the first step's weights are the rollout policy's: its samples need no stored log-probs
         score_samples(unwrapped, part, g, pad_id, device, old=step > 0, ref=g.kl > 0, vocabulary=vocabulary)
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
-    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "kl_capped": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
     grad_norms = []
     for step, part in enumerate(parts):
         tokens = _reduce(accelerator, sum(len(s.completion) for s in part), "sum")
@@ -261,9 +271,10 @@ def optimise(
                 pg, clipped = clipped_policy_loss(logp, old, advantages, g.clip_low, g.clip_high)
                 per_token = pg
                 if g.kl > 0:
-                    kl = kl_k3(logp, _pad_rows([s.ref_logp for s in batch], width, device))
+                    kl = kl_k3(logp, _pad_rows([s.ref_logp for s in batch], width, device), g.kl_cap)
                     per_token = pg + g.kl * kl
                     totals["kl"] += float((kl.detach() * mask).sum())
+                    totals["kl_capped"] += float(((kl.detach() >= g.kl_cap) & mask).sum()) if g.kl_cap > 0 else 0.0
                 loss = (per_token * mask).sum() * scale
                 accelerator.backward(loss)
                 totals["loss"] += float((per_token.detach() * mask).sum())
@@ -501,14 +512,14 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             while update < g.updates:
                 tick = time.time()
                 sync_generator()
-                played, rewards, samples = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
+                played, rewards, samples, groups = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
                 stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
                 seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
                 records = _gather(accelerator, [r for _, r in played])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
-                metrics = update_metrics(accelerator, update, records, rewards, len(samples), stats, seconds)
+                metrics = update_metrics(accelerator, update, records, rewards, (len(samples), groups), stats, seconds)
                 slim = _gather(accelerator, [episode_line(update, key, r) for key, r in played])
                 update += 1
                 if g.val_every and (update % g.val_every == 0 or update == g.updates):
@@ -560,24 +571,32 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     played.sort(key=lambda pair: pair[0])
     good = [(k, r) for k, r in played if not r.get("error")]  # an engine failure is no evidence about the policy
     rewards = [reward(r, g.reward, update) for _, r in good]
-    advantages = group_advantages([x["total"] for x in rewards], [k[0] for k, _ in good], g.std_normalize)
+    games = [k[0] for k, _ in good]
+    advantages = group_advantages([x["total"] for x in rewards], games, g.std_normalize)
+    trained = contrasting_groups([r["won"] for _, r in good], games) if g.skip_uniform_groups else set(games)
     samples = [
         Sample(prompt, completion, advantage, choices)
         for (key, _), advantage in zip(good, advantages, strict=True)
+        if key[0] in trained
         for prompt, completion, choices in policy.finished.get(key, [])
         if completion
     ]
     policy.finished.clear()
-    return played, rewards, samples
+    return played, rewards, samples, len(trained)
 
 
-def update_metrics(accelerator, update: int, records, rewards, samples: int, stats: dict[str, float], seconds: dict[str, float]) -> dict[str, Any]:
-    """One line of metrics.jsonl: the episodes of every process, the optimisation figures averaged over them."""
+def update_metrics(
+    accelerator, update: int, records, rewards, trained: tuple[int, int], stats: dict[str, float | None], seconds: dict[str, float]
+) -> dict[str, Any]:
+    """One line of metrics.jsonl: the episodes of every process, the optimisation figures averaged over them
+    (null when the update made no optimizer step), and how many turns and games it trained on."""
+    samples, groups = trained
     return {
         "update": update,
         **rollout_figures(records, _gather(accelerator, [{**x, "weights": None} for x in rewards])),
-        **{k: _reduce(accelerator, v) for k, v in stats.items()},
+        **{k: None if v is None else _reduce(accelerator, v) for k, v in stats.items()},
         "samples": int(_reduce(accelerator, samples, "sum")),
+        "groups_trained": int(_reduce(accelerator, groups, "sum")),
         **seconds,
     }
 
