@@ -45,6 +45,7 @@ from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, fil
 
 STAGE = "grpo"
 REFERENCE = "reference"
+TOKEN_FIGURES = ("loss", "pg_loss", "kl", "kl_capped", "clip_fraction", "entropy", "ratio")  # means over trained tokens
 log = logging.getLogger(__name__)
 
 
@@ -239,8 +240,7 @@ def optimise(
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             for _ in range(g.minibatches):
                 scheduler.step()
-        skipped: dict[str, float | None] = dict.fromkeys(("loss", "pg_loss", "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm"))
-        return {**skipped, "lr": scheduler.get_last_lr()[0]}
+        return {**dict.fromkeys((*TOKEN_FIGURES, "grad_norm")), "lr": scheduler.get_last_lr()[0]}
     unwrapped = accelerator.unwrap_model(model)
     device = accelerator.device
     order = list(range(len(samples)))
@@ -249,7 +249,8 @@ def optimise(
     for step, part in enumerate(parts):  # the first step's weights are the rollout policy's: its samples need no stored log-probs
         score_samples(unwrapped, part, g, pad_id, device, old=step > 0, ref=g.kl > 0, vocabulary=vocabulary)
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
-    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "kl_capped": 0.0, "clipped": 0.0, "entropy": 0.0, "tokens": 0.0, "ratio": 0.0}
+    totals = dict.fromkeys(TOKEN_FIGURES, 0.0)
+    tokens_trained = 0.0
     grad_norms = []
     for step, part in enumerate(parts):
         tokens = _reduce(accelerator, sum(len(s.completion) for s in part), "sum")
@@ -279,19 +280,17 @@ def optimise(
                 accelerator.backward(loss)
                 totals["loss"] += float((per_token.detach() * mask).sum())
                 totals["pg_loss"] += float((pg.detach() * mask).sum())
-                totals["clipped"] += float((clipped & mask).sum())
+                totals["clip_fraction"] += float((clipped & mask).sum())
                 totals["entropy"] += float((entropy * mask).sum())
                 totals["ratio"] += float((torch.exp(logp.detach() - old) * mask).sum())
-                totals["tokens"] += float(mask.sum())
+                tokens_trained += float(mask.sum())
         norm = accelerator.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], g.max_grad_norm)
         grad_norms.append(float(norm))
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
     model.eval()
-    count = max(totals.pop("tokens"), 1.0)
-    stats = {k: v / count for k, v in totals.items()}
-    stats["clip_fraction"] = stats.pop("clipped")
+    stats: dict[str, float | None] = {k: v / max(tokens_trained, 1.0) for k, v in totals.items()}
     stats["grad_norm"] = fmean(grad_norms) if grad_norms else 0.0
     stats["lr"] = scheduler.get_last_lr()[0]
     return stats
