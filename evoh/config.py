@@ -180,6 +180,7 @@ class GrpoConfig:
     group_size: int = 8  # G rollouts of each game
     split: str = "train"
     limit: int = 0  # draw tasks from the first N games of the split; 0: all
+    task_types: list[str] = field(default_factory=list)  # train on these types only (pick, look, clean, heat, cool, pick2); empty: all
     max_steps: int = 70  # the horizon: every turn, harness calls included, spends one step
     temperature: float = 1.0  # rollout sampling; the policy's log-probs use the same temperature
     top_p: float = 1.0

@@ -12,6 +12,7 @@ from evoh.env.engine import NOTHING_HAPPENS, GameEngine
 from evoh.env.games import discover, find_task, grammar_version, load_tasks
 from evoh.env.pool import EnvPool
 from evoh.env.types import TASK_TYPES
+from evoh.errors import EvohError
 from tests.alfworld_helpers import make_2_1_2_copy, planner_walkthrough
 
 pytestmark = pytest.mark.engine
@@ -21,6 +22,15 @@ pytestmark = pytest.mark.engine
 def one_per_type(alfworld_data: Path):
     tasks = load_tasks("valid_seen", alfworld_data)
     return {tt: next(t for t in tasks if t.task_type == tt) for tt in TASK_TYPES}
+
+
+def test_games_of_chosen_task_types_by_short_or_long_name(alfworld_data: Path):
+    every = load_tasks("valid_seen", alfworld_data)
+    chosen = load_tasks("valid_seen", alfworld_data, types=["look", "pick_and_place_simple"])
+    assert chosen == [t for t in every if t.short_type in ("look", "pick")] and chosen
+    assert [t.short_type for t in load_tasks("valid_seen", alfworld_data, limit=3, types=["heat"])] == ["heat"] * 3
+    with pytest.raises(EvohError, match="unknown task type 'hot'"):
+        load_tasks("valid_seen", alfworld_data, types=["hot"])
 
 
 def test_reset_text_and_admissible_commands(alfworld_data: Path):

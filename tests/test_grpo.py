@@ -137,6 +137,16 @@ def test_games_that_all_lost_teach_nothing_when_uniform_groups_are_skipped(train
     assert all(torch.equal(before[k], after[k]) for k in before)  # not one optimizer step
 
 
+def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Path):
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    run = _grpo(copy, 1, "--set", 'grpo.task_types=["look", "pick_two_obj_and_place"]', "--set", "grpo.val_every=0")
+    assert run.exit_code == 0, run.stderr
+    rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 4
+    assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look_at_obj_in_light", "pick_two_obj_and_place"}
+
+
 @pytest.mark.parametrize("continue_adapter", [True, False])
 def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_model: Path, continue_adapter: bool):
     import torch
@@ -169,6 +179,8 @@ def test_bad_settings_are_refused_with_the_fix(trained: Path, tmp_path: Path):
     assert greedy.exit_code == 2 and "temperature" in greedy.stderr
     no_model = evoh("grpo", "-w", str(tmp_path), "--from", "none")
     assert no_model.exit_code == 2 and "--model" in no_model.stderr
+    misspelt = evoh("grpo", "-w", str(trained), "--set", 'grpo.task_types=["pik"]')
+    assert misspelt.exit_code == 2 and "'pik'" in misspelt.stderr and "pick, look" in misspelt.stderr
 
 
 def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):

@@ -144,12 +144,24 @@ def discover(split: str, data: str | Path | None = None) -> SplitGames:
     return result
 
 
-def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False) -> list[Task]:
+def task_type_names(names: list[str] | tuple[str, ...]) -> set[str]:
+    """The long names of task types given by short (``pick``) or long (``pick_and_place_simple``) name."""
+    by_short = {short: long for long, short in TASK_TYPES.items()}
+    unknown = [n for n in names if n not in TASK_TYPES and n not in by_short]
+    if unknown:
+        raise EvohError(f"unknown task type {unknown[0]!r}", hint=f"use any of {', '.join(by_short)} (or their long names)")
+    return {by_short.get(n, n) for n in names}
+
+
+def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False, types: list[str] | tuple[str, ...] = ()) -> list[Task]:
     """``limit`` playable games of a split (all when None), in id order: the first ones, or with ``spread``
-    ones evenly spaced over the split, which (ids start with the task type) covers every task type."""
-    tasks = discover(split, data).tasks
+    ones evenly spaced over the split, which (ids start with the task type) covers every task type.
+    ``types`` (short or long names) keeps only those task types, before the limit is taken."""
+    wanted = task_type_names(types) if types else None
+    tasks = [t for t in discover(split, data).tasks if wanted is None or t.task_type in wanted]
     if not tasks:
-        raise EvohError(f"no playable {split} games found", hint="run `evoh games` to see why each folder was rejected")
+        kinds = f" {', '.join(sorted(TASK_TYPES[t] for t in wanted))}" if wanted else ""
+        raise EvohError(f"no playable{kinds} {split} games found", hint="run `evoh games` to see why each folder was rejected")
     if not limit or limit >= len(tasks):
         return tasks
     if spread:

@@ -407,8 +407,12 @@ def _keep_lines_before(path: Path, update: int) -> None:
 # -- the stage ------------------------------------------------------------------------------------------
 
 
-def _check(recipe: Recipe) -> None:
+def check_settings(recipe: Recipe) -> None:
+    """Refuse settings the run cannot use before anything loads (`evoh run` calls it before its first stage)."""
+    from evoh.env.games import task_type_names
+
     g = recipe.grpo
+    task_type_names(g.task_types)  # a misspelt type fails now, not when the draw comes up empty
     if g.temperature <= 0:
         raise EvohError("grpo.temperature must be above 0: GRPO learns from sampled rollouts", hint="use 1.0 (the default)")
     if g.group_size < 2:
@@ -418,7 +422,7 @@ def _check(recipe: Recipe) -> None:
 
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: Callbacks | None = None) -> dict[str, Any]:
-    _check(recipe)
+    check_settings(recipe)
     g = recipe.grpo
     callbacks = callbacks or Callbacks()
     base, start_adapter = starting_point(recipe, workspace)
@@ -443,7 +447,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         raise EvohError("evoh grpo does not run under DeepSpeed", hint="launch it with recipes/accelerate/ddp-8gpu.yaml (DDP) instead")
     main = accelerator.is_main_process
     data = data_root(recipe.env.data or None)
-    tasks = load_tasks(g.split, data, g.limit or None)
+    tasks = load_tasks(g.split, data, g.limit or None, types=g.task_types)
     val_tasks = load_tasks(g.val_split, data, g.val_limit or None, spread=True) if g.val_every else []
     train_settings = dataclasses.replace(episode_settings(recipe), max_steps=g.max_steps, charge_meta_actions=True)
     val_settings = episode_settings(recipe)  # the published evaluation protocol, as `evoh eval` plays it

@@ -53,6 +53,10 @@ def _check(recipe: Recipe) -> None:
         raise EvohError(f"run.eval_from names {', '.join(bad)}", hint="use base, sft or grpo")
     if "sft" in r.stages and not recipe.sft.model:
         raise EvohError("the recipe runs sft but sets no sft.model", hint="set [sft] model = \"DIR\" (the model stage builds it there)")
+    if "grpo" in r.stages:
+        from evoh.stages.grpo import check_settings
+
+        check_settings(recipe)
 
 
 class Pipeline:
