@@ -140,11 +140,11 @@ def test_games_that_all_lost_teach_nothing_when_uniform_groups_are_skipped(train
 def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Path):
     copy = tmp_path / "ws"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
-    run = _grpo(copy, 1, "--set", 'grpo.task_types=["look", "pick_two_obj_and_place"]', "--set", "grpo.val_every=0")
+    run = _grpo(copy, 1, "--set", 'grpo.task_types=["look", "pick_heat_then_place_in_recep"]', "--set", "grpo.val_every=0")
     assert run.exit_code == 0, run.stderr
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 4
-    assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look_at_obj_in_light", "pick_two_obj_and_place"}
+    assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look_at_obj_in_light", "pick_heat_then_place_in_recep"}  # unfiltered: two pick2 games
 
 
 @pytest.mark.parametrize("continue_adapter", [True, False])
