@@ -4,6 +4,7 @@ and a changed section reruns that stage and what follows it, nothing before."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,9 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     table = evoh("run", str(recipe), "-w", str(ws))  # what a person sees: stages, then the evaluations side by side
     assert table.exit_code == 0 and "skipped" in table.stdout and "evaluation runs" in table.stdout
     assert "grpo-valid_seen" in table.stdout and "done before with these settings" in table.stderr
+    moved = tmp_path / "moved"
+    shutil.copytree(ws, moved)  # a copied or moved workspace holds the same weights: nothing is measured again
+    assert not any(_stages(evoh("run", str(recipe), "-w", str(moved), "--json")).values())
 
     more = _stages(evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--json"))
     assert more == {"model": False, "collect": False, "refine": False, "sft": False, "grpo": True, "eval/grpo-valid_seen": True, "export": True}

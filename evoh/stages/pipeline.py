@@ -135,6 +135,15 @@ class Pipeline:
         manifest = self.workspace.path(stage) / MANIFEST
         return file_sha256(manifest) if manifest.exists() else "absent"
 
+    def _relative(self, path: str) -> str:
+        """A path inside the workspace as relative to its root; any other path as it is."""
+        if not path:
+            return path
+        try:
+            return Path(path).resolve().relative_to(self.workspace.root.resolve()).as_posix()
+        except ValueError:
+            return path
+
     def _episodes(self, name: str):
         import contextlib
 
@@ -230,7 +239,10 @@ class Pipeline:
                     model, adapter = trained_weights(self.workspace, source)
                     r.model.model, r.model.adapter = str(model), str(adapter or "")
                     inputs = [source]
-                settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": dataclasses.asdict(r.model)}
+                # the weights are keyed by the stage that made them (inputs); their paths, relative to the
+                # workspace, so that a moved or copied workspace does not measure the same weights again
+                where = {"model": self._relative(r.model.model), "adapter": self._relative(r.model.adapter)}
+                settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": {**dataclasses.asdict(r.model), **where}}
 
                 def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
                     with self._episodes(name) as callbacks:
