@@ -193,9 +193,10 @@ class GrpoConfig:
     clip_low: float = 0.2  # ε: ratio clipped to [1 − clip_low, 1 + clip_high]
     clip_high: float = 0.2
     std_normalize: bool = True  # divide group-relative advantages by the group's standard deviation
-    # train only on games whose rollouts differ in success (some won, some lost); an update where none do
-    # makes no optimizer step. Off: the paper's recipe, every group trained on its reward's differences
-    skip_uniform_groups: bool = False
+    # the games an update trains on: all (the paper's recipe, every group on its reward's differences),
+    # contrasting (rollouts differ in success: some won, some lost) or won (at least one rollout won);
+    # an update with none makes no optimizer step
+    train_groups: Literal["all", "contrasting", "won"] = "all"
     minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)
     micro_batch_tokens: int = 16384  # padded tokens per forward pass; gradients accumulate over micro-batches
     max_grad_norm: float = 1.0

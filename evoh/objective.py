@@ -39,14 +39,20 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], std_n
     return advantages
 
 
-def contrasting_groups(outcomes: Sequence[bool], groups: Sequence[Hashable]) -> set[Hashable]:
-    """The groups whose rollouts did not all end the same way. In a group that all won or all lost, only the
-    shaping terms tell rollouts apart, and std normalisation scales those small differences to full-size
-    advantages (DAPO's dynamic sampling drops such groups)."""
+def groups_to_train(outcomes: Sequence[bool], groups: Sequence[Hashable], which: str = "all") -> set[Hashable]:
+    """The groups an update learns from: ``all``; ``contrasting``, those whose rollouts did not all end the
+    same way (DAPO's dynamic sampling); or ``won``, those with at least one win. In a group that all lost,
+    only the shaping terms tell rollouts apart, and std normalisation scales those small differences to
+    full-size advantages; in one that all won, what tells them apart is mostly the efficiency term, which
+    pays for fewer turns (the paper's harness annealing)."""
     seen: dict[Hashable, set[bool]] = {}
     for outcome, group in zip(outcomes, groups, strict=True):
         seen.setdefault(group, set()).add(bool(outcome))
-    return {group for group, kinds in seen.items() if len(kinds) > 1}
+    if which == "contrasting":
+        return {group for group, kinds in seen.items() if len(kinds) > 1}
+    if which == "won":
+        return {group for group, kinds in seen.items() if True in kinds}
+    return set(seen)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:

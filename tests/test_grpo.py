@@ -119,12 +119,13 @@ def test_guided_rollouts_train_the_guided_policy(trained: Path, tmp_path: Path):
     assert json.loads((copy / "grpo" / "stage.json").read_text())["guided"] is True
 
 
-def test_games_that_all_lost_teach_nothing_when_uniform_groups_are_skipped(trained: Path, tmp_path: Path):
+@pytest.mark.parametrize("which", ["contrasting", "won"])
+def test_games_that_all_lost_teach_nothing_unless_every_game_is_trained(trained: Path, tmp_path: Path, which: str):
     import torch
 
     copy = tmp_path / "ws"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
-    run = _grpo(copy, 2, "--set", "grpo.skip_uniform_groups=true", "--set", "grpo.val_every=0", "--set", "grpo.scheduler=linear")
+    run = _grpo(copy, 2, "--set", f"grpo.train_groups={which}", "--set", "grpo.val_every=0", "--set", "grpo.scheduler=linear")
     assert run.exit_code == 0, run.stderr
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and not any(r["won"] for r in rollouts)  # five steps: the tiny model wins none

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from evoh.config import GrpoConfig
-from evoh.objective import clipped_policy_loss, contrasting_groups, group_advantages, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
 from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
 
 
@@ -26,14 +26,16 @@ def test_group_advantages_compare_rollouts_of_the_same_game_only():
     assert sum(advantages[:3]) == pytest.approx(0.0, abs=1e-6)
 
 
-def test_only_games_whose_rollouts_differ_in_success_contrast():
+def test_the_games_an_update_trains_on():
     won = [True, False, False, False, False, False, True, True, True]
     games = ["a", "a", "a", "b", "b", "b", "c", "c", "c"]
-    assert contrasting_groups(won, games) == {"a"}  # b all lost, c all won
+    assert groups_to_train(won, games, "all") == {"a", "b", "c"}
+    assert groups_to_train(won, games, "contrasting") == {"a"}  # b all lost, c all won
+    assert groups_to_train(won, games, "won") == {"a", "c"}
     # the shaping terms alone still spread b's rewards, and std normalisation scales them to full size
     rewards = [10.9, 0.5, 0.25, 0.5, 0.25, 0.0, 10.5, 10.4, 10.3]
     assert max(abs(a) for a in group_advantages(rewards, games)[3:6]) > 1.0
-    assert contrasting_groups([], []) == set()
+    assert all(groups_to_train([], [], which) == set() for which in ("all", "contrasting", "won"))
 
 
 def test_clipped_loss_matches_a_hand_computation():

@@ -36,7 +36,7 @@ from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
-from evoh.objective import clipped_policy_loss, contrasting_groups, group_advantages, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
 from evoh.stages.episodes import episode_settings
@@ -235,7 +235,7 @@ def optimise(
     none when no process has a sample (Adam's momentum would move the weights even on a zero gradient)."""
     import torch
 
-    if _reduce(accelerator, len(samples), "sum") == 0:  # no game to learn from (grpo.skip_uniform_groups)
+    if _reduce(accelerator, len(samples), "sum") == 0:  # no game to learn from (grpo.train_groups)
         with warnings.catch_warnings():  # the schedule stays a function of the update: it advances as if stepped
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             for _ in range(g.minibatches):
@@ -576,7 +576,7 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     rewards = [reward(r, g.reward, update) for _, r in good]
     games = [k[0] for k, _ in good]
     advantages = group_advantages([x["total"] for x in rewards], games, g.std_normalize)
-    trained = contrasting_groups([r["won"] for _, r in good], games) if g.skip_uniform_groups else set(games)
+    trained = groups_to_train([r["won"] for _, r in good], games, g.train_groups)
     samples = [
         Sample(prompt, completion, advantage, choices)
         for (key, _), advantage in zip(good, advantages, strict=True)
