@@ -93,7 +93,7 @@ class PlayConfig:
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank
     max_active: int = 16  # episodes in flight at once
-    bank: str = ""  # start from this bank.json instead of an empty bank
+    bank: str = ""  # start from this bank.json ("collect" or "grpo": that stage's bank in this workspace); "": empty
     freeze_bank: bool = False  # never consolidate: every episode sees the starting bank
 
 
@@ -208,7 +208,10 @@ class GrpoConfig:
     val_every: int = 10  # validate every N updates; 0: never
     val_split: str = "valid_seen"
     val_limit: int = 16  # validation games, evenly spaced over val_split (every task type)
-    bank: str = ""  # start from this bank.json instead of an empty bank
+    # the Experience the rollouts start from: "auto" the bank the teacher built while making the SFT data
+    # (collect's, so recall answers as it did in the SFT examples) where this workspace has one, else an
+    # empty bank; "collect" the same but required; a bank.json path; "" an empty bank
+    bank: str = "auto"
     generator: Literal["auto", "transformers", "vllm"] = "auto"  # auto: vLLM when installed and on a GPU
     vllm_memory: float = 0.3  # share of GPU memory vLLM may take (the trainer needs the rest)
     # auto: bf16 where the hardware computes it natively (bf16 weights on a GPU; autocast over fp32 weights,
@@ -226,6 +229,9 @@ class RunConfig:
     eval_from: list[str] = field(default_factory=lambda: ["sft", "grpo"])  # base, sft or grpo: which weights eval measures
     eval_splits: list[str] = field(default_factory=lambda: ["valid_seen", "valid_unseen"])
     eval_temperature: float = 0.0  # the evaluations sample like this ([model] may hold a teacher's sampling)
+    # each evaluation starts from the Experience bank its weights were trained alongside, where this workspace
+    # has it: collect's (the teacher's) for base and sft, grpo's for grpo; false: [eval] bank for all
+    eval_stage_banks: bool = True
     model_size: str = "small"  # the model stage builds this size at sft.model when nothing is there
     export_from: str = "grpo"
     export_dtype: str = "bf16"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evoh.harness.experience import Bank
 from evoh.policy.local import native_bf16
 from tests.cli_runner import evoh, refined_workspace
 
@@ -76,10 +77,15 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert [v["update"] for v in validation] == [0, 1, 2] and all(v["episodes"] == 2 for v in validation)
     rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
+    # the rollouts start from the teacher's bank (what recall answered in the SFT examples), frozen within an update
+    start = Bank.load(trained / "collect" / "bank.json").digest()
+    assert [len({r["bank"] for r in rollouts if r["update"] == u}) for u in (0, 1)] == [1, 1]
+    assert {r["bank"] for r in rollouts if r["update"] == 0} == {start} != {r["bank"] for r in rollouts if r["update"] == 1}
     for step in ("step_000001", "step_000002"):
         names = {p.name for p in (grpo / "checkpoints" / step).iterdir()}
         assert {"adapter", "optimizer.pt", "scheduler.pt", "rng_rank0.pt", "bank.json", "state.json"} <= names
     stage = json.loads((grpo / "stage.json").read_text())
+    assert stage["start_bank"]["path"] == str(trained / "collect" / "bank.json")
     assert stage["updates"] == 2 and stage["protocol"]["charge_meta_actions"] and stage["protocol"]["max_steps"] == 5 and stage["precision"] == ("bf16" if native_bf16("cpu") else "fp32")
 
     # interrupted after update 1: resume from step_000001 redoes update 2 exactly as the first run did it
@@ -173,13 +179,15 @@ def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_mod
     assert all(p.requires_grad for n, p in model.named_parameters() if "default" in n)
 
 
-def test_bad_settings_are_refused_with_the_fix(trained: Path, tmp_path: Path):
+def test_bad_settings_are_refused_with_the_fix(trained: Path, tiny_model: Path, tmp_path: Path):
     cold = evoh("grpo", "-w", str(tmp_path))
     assert cold.exit_code == 2 and "evoh sft" in cold.stderr
     greedy = evoh("grpo", "-w", str(trained), "--set", "grpo.temperature=0")
     assert greedy.exit_code == 2 and "temperature" in greedy.stderr
     no_model = evoh("grpo", "-w", str(tmp_path), "--from", "none")
     assert no_model.exit_code == 2 and "--model" in no_model.stderr
+    no_bank = evoh("grpo", "-w", str(tmp_path), "--from", "none", "--model", str(tiny_model), "--bank", "collect")
+    assert no_bank.exit_code == 2 and "no finished collect stage" in no_bank.stderr and "grpo.bank=''" in no_bank.stderr
     misspelt = evoh("grpo", "-w", str(trained), "--set", 'grpo.task_types=["pik"]')
     assert misspelt.exit_code == 2 and "'pik'" in misspelt.stderr and "pick, look" in misspelt.stderr
 

@@ -81,6 +81,9 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     assert (ws / "report" / "report.md").exists() and (ws / "export" / "model" / "config.json").exists()
     summary = json.loads((ws / "eval" / "grpo-valid_seen" / "summary.json").read_text())
     assert summary["policy"]["adapter"] == str((ws / "grpo" / "adapter").resolve())
+    # GRPO starts from the teacher's Experience bank; its weights are evaluated with the bank GRPO ended with
+    assert json.loads((ws / "grpo" / "stage.json").read_text())["start_bank"]["path"] == str(ws / "collect" / "bank.json")
+    assert summary["protocol"]["start_bank"] == str(ws / "grpo" / "bank.json")
 
     again = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
     assert not any(again.values())

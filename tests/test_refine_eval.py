@@ -124,6 +124,24 @@ def test_eval_with_the_expert_matches_collect(workspace: Path, alfworld_data: Pa
     assert table.exit_code == 0 and "avg" in table.stdout and "meta-actions" in table.stdout  # resumed: nothing replayed
 
 
+def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: Path):
+    from evoh.harness.experience import Bank
+
+    bank = workspace / "collect" / "bank.json"
+    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--bank", "collect", "--name", "with-collect-bank", "--data", str(alfworld_data), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["protocol"]["start_bank"] == str(bank)
+    records = read_jsonl(workspace / "eval" / "with-collect-bank" / "episodes.jsonl").records
+    assert {r["bank"] for r in records} == {Bank.load(bank).digest()} != {Bank().digest()}  # the teacher's bank, not an empty one
+    stage = json.loads((workspace / "eval" / "with-collect-bank" / "stage.json").read_text())
+    assert stage["inputs"]["bank"]["path"] == str(bank)
+
+    missing = evoh("eval", "-w", str(workspace), "--limit", "1", "--bank", "grpo", "--name", "no-grpo-bank", "--data", str(alfworld_data))
+    assert missing.exit_code == 2 and "no finished grpo stage" in missing.stderr and "evoh grpo -w" in missing.stderr
+    own = evoh("collect", "-w", str(workspace), "--limit", "1", "--bank", "collect", "--data", str(alfworld_data))
+    assert own.exit_code == 2 and "own bank" in own.stderr
+
+
 def test_eval_ablation_runs_get_their_own_folder(workspace: Path, alfworld_data: Path):
     result = evoh("eval", "-w", str(workspace), "--limit", "2", "--no-experience", "--mode", "inline", "--data", str(alfworld_data), "--json")
     assert result.exit_code == 0, result.stderr

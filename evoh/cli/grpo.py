@@ -10,6 +10,7 @@ import typer
 
 from evoh.cli.output import print_json, stderr_console
 from evoh.cli.recipe_options import (
+    BankOption,
     DataOption,
     JsonOption,
     RecipeOption,
@@ -31,6 +32,7 @@ def grpo(
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (paper: 1e-6).")] = None,
     kl: Annotated[float | None, typer.Option("--kl", min=0.0, help="KL coefficient to the reference (paper: 0.01).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in grpo/checkpoints/.")] = False,
+    bank: BankOption = None,
     workers: WorkersOption = None,
     data: DataOption = None,
     recipe: RecipeOption = None,
@@ -42,7 +44,7 @@ def grpo(
 
     resolved = resolve(
         recipe, sets, grpo__start=start, grpo__model=model, grpo__updates=updates, grpo__tasks_per_update=tasks_per_update,
-        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, env__workers=workers, env__data=data,
+        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, grpo__bank=bank, env__workers=workers, env__data=data,
     )
     with update_display() as callbacks:
         result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)

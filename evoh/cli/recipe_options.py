@@ -22,7 +22,7 @@ SpreadOption = Annotated[
 WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
 ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]
 MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")]
-BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank (bank.json).")]
+BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank: a bank.json, or collect / grpo for that stage's bank in the workspace.")]
 FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]

@@ -71,6 +71,30 @@ def play_settings(recipe: Recipe) -> dict[str, Any]:
     return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
 
 
+BANK_STAGES = ("collect", "grpo")
+
+
+def resolve_bank(value: str, workspace: Workspace, stage: str) -> Path | None:
+    """Where a stage's Experience bank starts: "" an empty bank; "collect" or "grpo" the bank that stage of this
+    workspace ended with (the teacher's, or the one GRPO's rollouts built), so that trained weights play with
+    the Experience they were trained alongside; "auto" collect's where this workspace has one, else an empty
+    bank; anything else a bank.json path."""
+    if value == "auto":
+        return resolve_bank("collect", workspace, stage) if workspace.manifest("collect") is not None else None
+    if not value:
+        return None
+    if value not in BANK_STAGES:
+        return Path(value)
+    if value == stage:
+        raise EvohError(f"the {stage} stage cannot start from its own bank", hint="name the other stage's bank, a bank.json path, or '' for an empty bank")
+    if workspace.manifest(value) is None:
+        raise EvohError(
+            f"no finished {value} stage in {workspace.root} to take the Experience bank from",
+            hint=f"run `evoh {value} -w {workspace.root}` first, pass a bank.json path, or --set {stage}.bank='' to start from an empty bank",
+        )
+    return workspace.path(value) / "bank.json"
+
+
 def policy_key(identity: dict[str, Any]) -> dict[str, Any]:
     """What identifies a policy's behaviour: its identity without where it is served from."""
     return {k: v for k, v in identity.items() if k != "base_url"}
@@ -195,12 +219,13 @@ def run_split(
         "play": {k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
         "policy": policy_key(policy.identity()),
     }
+    bank_path = resolve_bank(play.bank, workspace, stage.partition("/")[0])
     started = time.time()
     with workspace.writing(stage) as directory:
         check_same_run(directory, run_key)
         atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
         records, bank = play_tasks(
-            tasks, policy, settings, recipe.env, directory, records_file, start_bank=play.bank,
+            tasks, policy, settings, recipe.env, directory, records_file, start_bank=str(bank_path or ""),
             batch_size=play.batch_size, max_active=play.max_active, freeze_bank=play.freeze_bank, callbacks=callbacks,
         )
         summary = {
@@ -211,7 +236,7 @@ def run_split(
                 **settings.protocol(),
                 "grammar": sorted({t.grammar for t in tasks}),
                 "bank": bank.digest(),
-                "start_bank": play.bank or None,
+                "start_bank": str(bank_path) if bank_path else None,
                 "freeze_bank": play.freeze_bank,
                 "policy": policy.identity(),
                 "reward": REWARD_VERSION,
@@ -224,7 +249,7 @@ def run_split(
             stage,
             {
                 "config": recipe_dict(recipe),
-                "inputs": {"data": str(data), "bank": {"path": play.bank, "sha256": file_sha256(Path(play.bank))} if play.bank else None},
+                "inputs": {"data": str(data), "bank": {"path": str(bank_path), "sha256": file_sha256(bank_path)} if bank_path else None},
                 "seed": play.seed,
                 "seconds": time.time() - started,
                 "episodes": summary["episodes"],

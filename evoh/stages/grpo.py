@@ -39,7 +39,7 @@ from evoh.harness.turns import META_VERBS
 from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
-from evoh.stages.episodes import episode_settings
+from evoh.stages.episodes import episode_settings, resolve_bank
 from evoh.stages.summary import summarize
 from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl, weights_identity
 
@@ -426,6 +426,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     g = recipe.grpo
     callbacks = callbacks or Callbacks()
     base, start_adapter = starting_point(recipe, workspace)
+    bank_path = resolve_bank(g.bank, workspace, STAGE)
 
     import torch
     from accelerate import Accelerator
@@ -467,7 +468,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         unwrapped = accelerator.unwrap_model(model)
         pad_id = tokenizer.pad_token_id
 
-        update, bank = 0, Bank.load(Path(g.bank)) if g.bank else Bank()
+        update, bank = 0, Bank.load(bank_path) if bank_path else Bank()
         checkpoint = latest_checkpoint(directory) if resume else None
         if checkpoint is not None:
             update, bank = load_checkpoint(accelerator, model, optimizer, scheduler, checkpoint)
@@ -550,6 +551,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "protocol": {**train_settings.protocol(), "reward": REWARD_VERSION},
                     "base_model": weights_identity(base),
                     "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
+                    "start_bank": {"path": str(bank_path), "sha256": file_sha256(bank_path)} if bank_path else None,
                     "data": str(data),
                     "processes": accelerator.num_processes,
                     "generator": generator,
@@ -609,6 +611,7 @@ def episode_line(update: int, key: tuple[str, int], record: dict[str, Any]) -> d
     return {
         "update": update, "task": key[0], "rollout": key[1], "won": record["won"], "error": record.get("error"),
         "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS}, "invalid_actions": record["invalid_actions"],
+        "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
     }
 
 

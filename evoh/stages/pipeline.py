@@ -210,6 +210,7 @@ class Pipeline:
         r = self.recipe
         settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
         inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
+        inputs += ["collect"] if r.grpo.bank in ("auto", "collect") else []  # the bank rollouts start from
 
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
@@ -239,6 +240,10 @@ class Pipeline:
                     model, adapter = trained_weights(self.workspace, source)
                     r.model.model, r.model.adapter = str(model), str(adapter or "")
                     inputs = [source]
+                bank = "grpo" if source == "grpo" else "collect"
+                if r.run.eval_stage_banks and self.workspace.manifest(bank) is not None:
+                    r.eval.bank = bank
+                    inputs = sorted({*inputs, bank})
                 # the weights are keyed by the stage that made them (inputs); their paths, relative to the
                 # workspace, so that a moved or copied workspace does not measure the same weights again
                 where = {"model": self._relative(r.model.model), "adapter": self._relative(r.model.adapter)}
