@@ -128,12 +128,12 @@ def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: P
     from evoh.harness.experience import Bank
 
     bank = workspace / "collect" / "bank.json"
-    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--bank", "collect", "--name", "with-collect-bank", "--data", str(alfworld_data), "--json")
+    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--bank", "collect", "--name", "expert-valid_seen-collect-bank", "--data", str(alfworld_data), "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["protocol"]["start_bank"] == str(bank)
-    records = read_jsonl(workspace / "eval" / "with-collect-bank" / "episodes.jsonl").records
+    records = read_jsonl(workspace / "eval" / "expert-valid_seen-collect-bank" / "episodes.jsonl").records
     assert {r["bank"] for r in records} == {Bank.load(bank).digest()} != {Bank().digest()}  # the teacher's bank, not an empty one
-    stage = json.loads((workspace / "eval" / "with-collect-bank" / "stage.json").read_text())
+    stage = json.loads((workspace / "eval" / "expert-valid_seen-collect-bank" / "stage.json").read_text())
     assert stage["inputs"]["bank"]["path"] == str(bank)
 
     missing = evoh("eval", "-w", str(workspace), "--limit", "1", "--bank", "grpo", "--name", "no-grpo-bank", "--data", str(alfworld_data))
