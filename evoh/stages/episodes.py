@@ -80,7 +80,7 @@ def resolve_bank(value: str, workspace: Workspace, stage: str) -> Path | None:
     the Experience they were trained alongside; "auto" collect's where this workspace has one, else an empty
     bank; anything else a bank.json path."""
     if value == "auto":
-        return resolve_bank("collect", workspace, stage) if workspace.manifest("collect") is not None else None
+        value = "collect" if workspace.manifest("collect") is not None else ""
     if not value:
         return None
     if value not in BANK_STAGES:
@@ -93,6 +93,11 @@ def resolve_bank(value: str, workspace: Workspace, stage: str) -> Path | None:
             hint=f"run `evoh {value} -w {workspace.root}` first, pass a bank.json path, or --set {stage}.bank='' to start from an empty bank",
         )
     return workspace.path(value) / "bank.json"
+
+
+def bank_input(path: Path | None) -> dict[str, str] | None:
+    """A starting bank as a stage manifest records it: where it was read and its hash."""
+    return {"path": str(path), "sha256": file_sha256(path)} if path else None
 
 
 def policy_key(identity: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +119,7 @@ def play_tasks(
     directory: Path,
     records_file: str,
     *,
-    start_bank: str = "",
+    start_bank: Path | None = None,
     batch_size: int = 16,
     max_active: int = 16,
     freeze_bank: bool = False,
@@ -183,11 +188,11 @@ def check_same_run(directory: Path, run_key: dict[str, Any]) -> None:
         atomic_write_json(path, current)
 
 
-def _load_state(directory: Path, start_bank: str) -> tuple[Bank, int]:
+def _load_state(directory: Path, start_bank: Path | None) -> tuple[Bank, int]:
     state = directory / "bank.json"
     if state.exists():
         return Bank.load(state), int(orjson.loads(state.read_bytes()).get("batches_done", 0))
-    return (Bank.load(Path(start_bank)) if start_bank else Bank()), 0
+    return (Bank.load(start_bank) if start_bank else Bank()), 0
 
 
 def _save_state(directory: Path, bank: Bank, batches_done: int) -> None:
@@ -225,7 +230,7 @@ def run_split(
         check_same_run(directory, run_key)
         atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
         records, bank = play_tasks(
-            tasks, policy, settings, recipe.env, directory, records_file, start_bank=str(bank_path or ""),
+            tasks, policy, settings, recipe.env, directory, records_file, start_bank=bank_path,
             batch_size=play.batch_size, max_active=play.max_active, freeze_bank=play.freeze_bank, callbacks=callbacks,
         )
         summary = {
@@ -249,7 +254,7 @@ def run_split(
             stage,
             {
                 "config": recipe_dict(recipe),
-                "inputs": {"data": str(data), "bank": {"path": str(bank_path), "sha256": file_sha256(bank_path)} if bank_path else None},
+                "inputs": {"data": str(data), "bank": bank_input(bank_path)},
                 "seed": play.seed,
                 "seconds": time.time() - started,
                 "episodes": summary["episodes"],

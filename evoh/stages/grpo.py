@@ -39,7 +39,7 @@ from evoh.harness.turns import META_VERBS
 from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
-from evoh.stages.episodes import episode_settings, resolve_bank
+from evoh.stages.episodes import bank_input, episode_settings, resolve_bank
 from evoh.stages.summary import summarize
 from evoh.workspace import Workspace, atomic_write_bytes, atomic_write_json, file_sha256, read_jsonl, weights_identity
 
@@ -551,7 +551,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "protocol": {**train_settings.protocol(), "reward": REWARD_VERSION},
                     "base_model": weights_identity(base),
                     "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
-                    "start_bank": {"path": str(bank_path), "sha256": file_sha256(bank_path)} if bank_path else None,
+                    "start_bank": bank_input(bank_path),
                     "data": str(data),
                     "processes": accelerator.num_processes,
                     "generator": generator,
