@@ -29,6 +29,7 @@ from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.prompts import HarnessModules, demonstrations
 from evoh.harness.reward import REWARD_VERSION
+from evoh.memory import release_freed_memory
 from evoh.policy.base import Policy
 from evoh.rollout import rollout
 from evoh.stages.summary import latest, summarize
@@ -161,6 +162,7 @@ def play_tasks(
                 for reason in refused:
                     log.info("bank edit refused: %s", reason)
             _save_state(directory, bank, index + 1 if index is not None else batches_done)
+            release_freed_memory()
     by_task = {r["task"]["id"]: r for r in latest(read_jsonl(path).records)}
     return [by_task[t.id] for t in tasks if t.id in by_task], bank
 

@@ -36,6 +36,7 @@ from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
+from evoh.memory import release_freed_memory
 from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
@@ -535,6 +536,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     save_checkpoint(accelerator, model, optimizer, scheduler, bank, directory, update)
                 if callbacks.on_update:
                     callbacks.on_update(metrics)
+                release_freed_memory()  # every update's tensors differ in size: without this, resident memory only grows
 
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:

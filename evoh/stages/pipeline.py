@@ -23,6 +23,7 @@ import orjson
 
 from evoh.config import Recipe
 from evoh.errors import EvohError
+from evoh.memory import release_freed_memory
 from evoh.stages.episodes import play_settings
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
 
@@ -155,6 +156,7 @@ class Pipeline:
         done = []
         for stage in self.recipe.run.stages:
             done += getattr(self, f"_{stage}")()
+            release_freed_memory()  # one process runs every stage: what one freed should not stay with the next
         return done
 
     def _model(self) -> list[dict[str, Any]]:

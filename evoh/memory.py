@@ -1,0 +1,35 @@
+"""Handing freed heap memory back to the operating system.
+
+On a CPU, PyTorch allocates tensors with the C library's malloc. Generation and training allocate tensors
+of a different size for every batch (prompt lengths vary), and glibc keeps what they free in its arenas
+instead of returning it: `evoh run recipes/tiny-cpu.toml` held 17.9 GB resident at the end of GRPO, of
+which 15.8 GB was free heap, growing by about half a gigabyte an update. ``malloc_trim`` returns it.
+Elsewhere (macOS, musl) there is nothing to call, and nothing is done.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import sys
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
+
+
+def release_freed_memory() -> bool:
+    """Return the heap's free pages to the system between large pieces of work (an update, a batch of
+    episodes, a stage); True where the C library can (glibc), False where there is nothing to do."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
