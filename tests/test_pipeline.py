@@ -84,6 +84,9 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     # GRPO starts from the teacher's Experience bank; its weights are evaluated with the bank GRPO ended with
     assert json.loads((ws / "grpo" / "stage.json").read_text())["start_bank"]["path"] == str(ws / "collect" / "bank.json")
     assert summary["protocol"]["start_bank"] == str(ws / "grpo" / "bank.json")
+    card = (ws / "export" / "model" / "README.md").read_text()  # the model card describes both stages and their results
+    assert "Stage one, supervised fine-tuning" in card and "Stage two, cost-aware multi-turn GRPO: 1 update of" in card
+    assert "| grpo-valid_seen | grpo | valid_seen |" in card
 
     again = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
     assert not any(again.values())

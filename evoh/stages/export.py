@@ -37,8 +37,71 @@ def _prompts(workspace: Workspace, tokenizer, count: int = 3) -> list[str]:
     ]
 
 
-def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dtype: str, difference: float) -> str:
+def _lora(config: dict[str, Any]) -> str:
+    base = "QLoRA (NF4 base)" if config.get("load_in_4bit") else "full-precision base"
+    return f"LoRA r={config.get('lora_r')}, alpha={config.get('lora_alpha')}, targets {config.get('target')}, {base}"
+
+
+def _sft_lines(manifest: dict[str, Any]) -> list[str]:
     config = manifest.get("config", {})
+    data = ", ".join(f"`{k}` {Path(v['path']).name} (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items())
+    losses = f"final training loss {manifest.get('train_loss', float('nan')):.4f}"
+    if manifest.get("eval_loss") is not None:
+        losses += f", validation loss {manifest['eval_loss']:.4f}"
+    return [
+        f"- Stage one, supervised fine-tuning (TRL SFTTrainer) on refined teacher turns: {data or 'no record'}",
+        "  - " + ("every weight fine-tuned (no adapter)" if manifest.get("method") == "full" else _lora(config)),
+        f"  - lr {config.get('lr')}, {config.get('scheduler')} schedule, batch {config.get('batch_size')}, "
+        f"{manifest.get('global_step')} steps; {losses}",
+    ]
+
+
+def _grpo_lines(manifest: dict[str, Any]) -> list[str]:
+    c, final = manifest.get("config", {}), manifest.get("final", {})
+    reward = c.get("reward", {})
+    types = f" ({', '.join(c['task_types'])})" if c.get("task_types") else ""
+    bank, updates = manifest.get("start_bank"), manifest.get("updates")
+    lines = [
+        f"- Stage two, cost-aware multi-turn GRPO: {updates} update{'' if updates == 1 else 's'} of {c.get('tasks_per_update')} games "
+        f"× {c.get('group_size')} rollouts from ALFWorld `{c.get('split')}`{types}, horizon {c.get('max_steps')} "
+        f"with every harness call charged, temperature {c.get('temperature')}",
+        f"  - {_lora(c)}; lr {c.get('lr')}, KL {c.get('kl')}, clip {c.get('clip_low')}/{c.get('clip_high')}",
+        f"  - reward: success {reward.get('success')}, λ_eff {reward.get('efficiency')}, λ_div {reward.get('diversity_max')} "
+        f"({reward.get('diversity')}) annealed to 0 over {reward.get('diversity_horizon')} updates, "
+        f"λ_spam {reward.get('spam')}, λ_inv {reward.get('invalid')}",
+        "  - Experience bank: rollouts started from "
+        + (f"{Path(bank['path']).name} (sha256 {bank['sha256'][:12]})" if bank else "an empty bank")
+        + "; the bank they ended with is the workspace's `grpo/bank.json`, not part of this directory",
+    ]
+    if final:
+        lines.append(
+            f"  - last update: training success {final.get('success', 0):.2f}, "
+            f"{final.get('meta_actions', 0):.2f} meta-actions per episode, KL {final.get('kl', 0):.3g}"
+        )
+    return lines
+
+
+def _measured(summary: dict[str, Any], weights: dict[str, tuple[Path, Path | None]]) -> str:
+    """Which training stage's weights an evaluation measured, by their paths: "" where none of them."""
+    policy = summary.get("policy") or {}
+    used = tuple(Path(p).resolve() if p else None for p in (policy.get("model"), policy.get("adapter")))
+    for stage, (model, adapter) in weights.items():
+        if used == (model.resolve(), adapter.resolve() if adapter else None):
+            return stage
+    return ""
+
+
+def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dtype: str, difference: float) -> str:
+    from evoh.stages.sft import trained_weights
+
+    adapter = trained_weights(workspace, source)[1]
+    sft = workspace.manifest("sft")
+    stages = [("sft", sft)] if source == "sft" else []
+    if source == "grpo":
+        if manifest.get("config", {}).get("start") == "sft" and sft is not None:
+            stages.append(("sft", sft))
+        stages.append(("grpo", manifest))
+    base = stages[0][1]["base_model"]["path"]
     lines = [
         "---",
         "library_name: transformers",
@@ -47,15 +110,15 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
         "",
         "# An evoh agent model",
         "",
-        f"Trained by evoh stage `{source}` and merged into its base model ({dtype}).",
+        f"Trained by evoh ({' then '.join(name for name, _ in stages)}); "
+        + ("the adapter merged into its base" if adapter is not None else "every weight trained, no adapter")
+        + f", saved in {dtype}.",
         "",
-        f"- Base model: `{manifest['base_model']['path']}`",
-        "- Training data: " + ", ".join(f"{k} `{v['path']}` (sha256 {v['sha256'][:12]})" for k, v in manifest.get("inputs", {}).items()),
-        "- Weights: every weight fine-tuned (no adapter)" if manifest.get("method") == "full" else
-        f"- LoRA: r={config.get('lora_r')}, alpha={config.get('lora_alpha')}, targets {config.get('target')}, "
-        f"{'QLoRA (NF4 base)' if config.get('load_in_4bit') else 'full-precision base'}",
-        f"- Optimisation: lr {config.get('lr')}, {config.get('scheduler')} schedule, batch {config.get('batch_size')}, "
-        f"{manifest.get('global_step')} steps; final training loss {manifest.get('train_loss', float('nan')):.4f}",
+        f"- Base model: `{base}`",
+    ]
+    for name, stage_manifest in stages:
+        lines += _sft_lines(stage_manifest) if name == "sft" else _grpo_lines(stage_manifest)
+    lines += [
         f"- Verification: largest |logit difference| against the trained model on real prompts: {difference:.3g}",
         "",
         "Prompts are evoh's per-turn harness prompts; answers take the form",
@@ -63,14 +126,26 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
     ]
     evals = sorted(workspace.root.glob("eval/*/summary.json"))
     if evals:
-        lines += ["", "## Evaluation", "", "| run | split | pick | look | clean | heat | cool | pick2 | avg |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+        weights = {s: trained_weights(workspace, s) for s in ("sft", "grpo") if workspace.manifest(s) is not None}
+        lines += [
+            "",
+            "## Evaluation",
+            "",
+            f"Success in % on the workspace's evaluations; rows whose weights are `{source}` measured this model before merging.",
+            "",
+            "| run | weights | split | pick | look | clean | heat | cool | pick2 | avg | meta-actions / episode |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for file in evals:
             s = orjson.loads(file.read_bytes())
             cells = [
                 "-" if s["per_type"][t]["success"] is None else f"{100 * s['per_type'][t]['success']:.1f}"
                 for t in ("pick", "look", "clean", "heat", "cool", "pick2")
             ]
-            lines.append(f"| {s.get('name', file.parent.name)} | {s['split']} | " + " | ".join(cells) + f" | {100 * s['success']:.1f} |")
+            lines.append(
+                f"| {s.get('name', file.parent.name)} | {_measured(s, weights) or '-'} | {s['split']} | " + " | ".join(cells)
+                + f" | {100 * s['success']:.1f} | {s.get('meta_actions', 0):.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
