@@ -40,11 +40,31 @@ MANIFEST = "stage.json"
 RECIPE_FILE = "evoh.toml"
 
 
+def new_file_mode() -> int:
+    """The mode an ordinary new file gets here (0o666 less the umask)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def share_weights(directory: Path) -> None:
+    """Give the safetensors files under ``directory`` the mode every other file gets: safetensors 0.8 writes
+    them 0600 through a temporary file, so another user (a vLLM server, a container) could not read them."""
+    for file in directory.rglob("*.safetensors"):
+        if file.stat().st_mode & 0o777 == 0o600:
+            file.chmod(new_file_mode())
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, new_file_mode())  # mkstemp's 0600 would hide the file from the user's group
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -248,5 +268,6 @@ class Workspace:
 
         body = records.stamp("stage", {"stage": stage, "evoh_version": __version__, "finished_at": time.time(), **manifest})
         file = self.path(stage) / MANIFEST
+        share_weights(self.path(stage))
         atomic_write_json(file, body)
         return file

@@ -35,6 +35,27 @@ def test_manifest_is_written_last_and_marks_the_stage_finished(tmp_path: Path):
     assert manifest["episodes"] == 3 and manifest["schema"] == "stage/1" and manifest["stage"] == "collect"
 
 
+def test_files_a_stage_writes_are_readable_by_whoever_the_umask_allows(tmp_path: Path):
+    """mkstemp and safetensors create files 0600: a stage's manifest and weights must get the umask's mode."""
+    import torch
+    from safetensors.torch import save_file
+
+    previous = os.umask(0o022)
+    try:
+        ws = Workspace(tmp_path / "ws")
+        with ws.writing("sft") as directory:
+            (directory / "adapter").mkdir()
+            save_file({"w": torch.zeros(2)}, str(directory / "adapter" / "adapter_model.safetensors"))
+            ws.finish("sft", {})
+        modes = {p.name: p.stat().st_mode & 0o777 for p in (directory / "stage.json", directory / "adapter" / "adapter_model.safetensors")}
+        assert modes == {"stage.json": 0o644, "adapter_model.safetensors": 0o644}
+        os.umask(0o077)  # a user who keeps files private still gets private files
+        atomic_write_json(tmp_path / "private.json", {})
+        assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(previous)
+
+
 def test_rewriting_a_stage_removes_its_old_manifest_first(tmp_path: Path):
     ws = Workspace(tmp_path)
     with ws.writing("collect"):

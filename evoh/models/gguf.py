@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evoh.errors import EvohError
+from evoh.workspace import share_weights
 
 CHATML = ("<|im_start|>", "<|im_end|>")
 
@@ -52,6 +53,7 @@ def import_gguf(source: Path, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    share_weights(out)
     return {
         "path": str(out),
         "source": str(source),

@@ -19,6 +19,7 @@ from pathlib import Path
 from evoh.env.games import load_tasks
 from evoh.errors import EvohError
 from evoh.harness.prompts import MODES, HarnessModules, system_prompt
+from evoh.workspace import share_weights
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 SIZES = {
@@ -113,5 +114,6 @@ def build(out: Path, data: str | Path | None = None, size: str = "tiny", seed: i
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    share_weights(out)
     parameters = sum(p.numel() for p in model.parameters())
     return {"path": str(out), "size": size, "parameters": parameters, "vocab": len(tokenizer), "seed": seed}

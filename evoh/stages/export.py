@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from evoh.errors import EvohError
-from evoh.workspace import Workspace, read_jsonl
+from evoh.workspace import Workspace, read_jsonl, share_weights
 
 STAGE = "export"
 DTYPES = ("bf16", "fp32")
@@ -185,6 +185,7 @@ def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Pat
             stale.unlink()  # --force: no shard of an earlier export may mix with this one
         merged.save_pretrained(out, safe_serialization=True, max_shard_size="2GB")
         tokenizer.save_pretrained(out)
+        share_weights(out)
         reloaded = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
         with torch.inference_mode():
             logits = reloaded(**batch).logits
