@@ -522,6 +522,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 tick = time.time()
                 stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
                 seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
+                release_freed_memory()  # the optimisation's activations, before validation plays on
                 records = _gather(accelerator, [r for _, r in played])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
                 metrics = update_metrics(accelerator, update, records, rewards, (len(samples), groups), stats, seconds)
@@ -536,7 +537,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     save_checkpoint(accelerator, model, optimizer, scheduler, bank, directory, update)
                 if callbacks.on_update:
                     callbacks.on_update(metrics)
-                release_freed_memory()  # every update's tensors differ in size: without this, resident memory only grows
+                release_freed_memory()  # every update's tensors differ in size: without the trims, resident memory only grows
 
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:
