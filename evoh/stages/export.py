@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from evoh.errors import EvohError
 from evoh.workspace import Workspace, read_jsonl, share_weights
 
@@ -126,26 +124,22 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
     ]
     evals = sorted(workspace.root.glob("eval/*/summary.json"))
     if evals:
+        from evoh.stages import report
+
         weights = {s: trained_weights(workspace, s) for s in ("sft", "grpo") if workspace.manifest(s) is not None}
+        runs = report.load_runs(evals)
         lines += [
             "",
             "## Evaluation",
             "",
             f"Success in % on the workspace's evaluations; rows whose weights are `{source}` measured this model before merging.",
             "",
-            "| run | weights | split | pick | look | clean | heat | cool | pick2 | avg | meta-actions / episode |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| run | weights | split | " + " | ".join(report.COLUMNS) + " | avg | meta-actions / episode |",
+            "|---|---|---|" + "---:|" * (len(report.COLUMNS) + 2),
         ]
-        for file in evals:
-            s = orjson.loads(file.read_bytes())
-            cells = [
-                "-" if s["per_type"][t]["success"] is None else f"{100 * s['per_type'][t]['success']:.1f}"
-                for t in ("pick", "look", "clean", "heat", "cool", "pick2")
-            ]
-            lines.append(
-                f"| {s.get('name', file.parent.name)} | {_measured(s, weights) or '-'} | {s['split']} | " + " | ".join(cells)
-                + f" | {100 * s['success']:.1f} | {s.get('meta_actions', 0):.2f} |"
-            )
+        for measured, row in zip(runs, report.rows(runs), strict=True):
+            cells = ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*report.COLUMNS, "avg")]
+            lines.append(f"| {row['run']} | {_measured(measured['summary'], weights) or '-'} | {row['split']} | " + " | ".join(cells) + f" | {row['meta']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
