@@ -61,6 +61,33 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3, not from zero
 
 
+def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined: Path, tiny_model: Path, tmp_path: Path):
+    import shutil
+
+    def losses(ws: Path) -> dict[int, float]:
+        lines = (ws / "sft" / "metrics.jsonl").read_text().splitlines()
+        return {m["step"]: m["loss"] for m in map(json.loads, lines) if "loss" in m}
+
+    unbroken, stopped = tmp_path / "unbroken", tmp_path / "stopped"
+    shutil.copytree(refined, unbroken, ignore=shutil.ignore_patterns("sft"))
+    assert _sft(unbroken, tiny_model, 5).exit_code == 0  # batches grouped by length (sft.group_by_length)
+    # the same run as if stopped after its step-3 checkpoint: what came later is gone
+    shutil.copytree(unbroken, stopped)
+    sft = stopped / "sft"
+    for late in sft.glob("checkpoints/checkpoint-*"):
+        if late.name != "checkpoint-3":
+            shutil.rmtree(late)
+    (sft / "stage.json").unlink()
+    early = [line for line in (sft / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] <= 3]
+    (sft / "metrics.jsonl").write_text("\n".join(early) + "\n")
+
+    assert _sft(stopped, tiny_model, 5, "--resume").exit_code == 0
+    straight, resumed = losses(unbroken), losses(stopped)
+    assert sorted(resumed) == [1, 2, 3, 4, 5]
+    for step in (4, 5):  # the same examples in the same batches at the same learning rate: the same loss
+        assert resumed[step] == pytest.approx(straight[step], rel=1e-5), (step, resumed, straight)
+
+
 def test_qlora_without_cuda_is_refused_with_what_to_do(refined: Path, tiny_model: Path):
     import torch
 
