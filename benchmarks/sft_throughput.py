@@ -1,6 +1,6 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--random-batches]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--random-batches] [--keep-freed-memory]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
@@ -8,7 +8,8 @@ count from sft/metrics.jsonl. Peak memory is the process's maximum resident set 
 defaults to evoh's own choice (``sft.precision = auto``: bf16 autocast on a CPU with AVX512-BF16 or AMX,
 else fp32); several values are measured one after the other, each in its own process, on the same examples.
 ``--random-batches`` draws each batch uniformly instead of grouping examples of similar length
-(``sft.group_by_length``), to measure what the padding costs.
+(``sft.group_by_length``), to measure what the padding costs; ``--keep-freed-memory`` skips the trim of
+glibc's heap at each log, to measure what it saves (peak and resident memory at the end).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="train every weight instead of a LoRA adapter")
     parser.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp32"])
     parser.add_argument("--random-batches", action="store_true", help="uniformly random batches (sft.group_by_length=false)")
+    parser.add_argument("--keep-freed-memory", action="store_true", help="no malloc_trim at each log")
     args = parser.parse_args()
     if len(args.precision) == 1:
         measure(args, args.precision[0])
@@ -60,6 +62,8 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     ])
     collect.run(recipe, ws)
     report = refine.run(recipe, ws)
+    if args.keep_freed_memory:
+        sft.release_freed_memory = lambda: False
     started = time.perf_counter()
     result = sft.run(recipe, ws)
     seconds = time.perf_counter() - started
@@ -67,6 +71,7 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     final = next(m for m in reversed(logs) if "train_runtime" in m)
     tokens = max(m.get("num_tokens", 0) for m in logs)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    resident_mb = int(next(line for line in open("/proc/self/status") if line.startswith("VmRSS")).split()[1]) / 1024
     resolved = json.loads((ws.path("sft") / "stage.json").read_text())["precision"]
     print(f"{info['size']} model, {info['parameters']:,} parameters; {report['turns']['train']} training examples")
     method = "every weight" if args.full else f"LoRA r={args.lora_r} (dropout {args.lora_dropout}) + embeddings"
@@ -74,7 +79,9 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     print(f"  {result['global_step']} steps of {args.batch} examples {batches}, {method}, {resolved} (asked: {precision})")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
     print(f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step")
-    print(f"  peak memory (max RSS) {peak_mb:.0f} MB; training loss {result['train_loss']:.3f}")
+    trimmed = "kept" if args.keep_freed_memory else "trimmed at each log"
+    print(f"  peak memory (max RSS) {peak_mb:.0f} MB, {resident_mb:.0f} MB resident at the end (freed heap {trimmed})")
+    print(f"  training loss {result['train_loss']:.3f}")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import orjson
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
+from evoh.memory import release_freed_memory
 from evoh.policy.local import training_precision
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
@@ -199,9 +200,16 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                     with open(metrics_file, "ab") as f:
                         f.write(orjson.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + b"\n")
 
+        class ReleaseFreedMemory(TrainerCallback):
+            """Every batch has another length, and glibc keeps the freed tensors' pages: without a trim at
+            each log, resident memory grows over a run."""
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                release_freed_memory()
+
         trainer = SFTTrainer(
             model=model, args=args, train_dataset=data["train"], eval_dataset=data.get("val"),
-            processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl()],
+            processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
         )
         with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
             result = trainer.train(resume_from_checkpoint=True if resume and any(checkpoints.glob("checkpoint-*")) else None)
