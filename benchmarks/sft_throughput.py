@@ -1,14 +1,14 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--random-batches] [--keep-freed-memory]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--group-by-length] [--keep-freed-memory]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
 count from sft/metrics.jsonl. Peak memory is the process's maximum resident set size. ``--precision``
 defaults to evoh's own choice (``sft.precision = auto``: bf16 autocast on a CPU with AVX512-BF16 or AMX,
 else fp32); several values are measured one after the other, each in its own process, on the same examples.
-``--random-batches`` draws each batch uniformly instead of grouping examples of similar length
-(``sft.group_by_length``), to measure what the padding costs; ``--keep-freed-memory`` skips the trim of
+``--group-by-length`` groups examples of similar length into a batch (``sft.group_by_length``) instead
+of drawing each batch uniformly, to measure what the padding costs; ``--keep-freed-memory`` skips the trim of
 glibc's heap at each log, to measure what it saves (peak and resident memory at the end).
 """
 
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--lora-dropout", type=float, default=0.05)
     parser.add_argument("--full", action="store_true", help="train every weight instead of a LoRA adapter")
     parser.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp32"])
-    parser.add_argument("--random-batches", action="store_true", help="uniformly random batches (sft.group_by_length=false)")
+    parser.add_argument("--group-by-length", action="store_true", help="batches of similar length (sft.group_by_length=true)")
     parser.add_argument("--keep-freed-memory", action="store_true", help="no malloc_trim at each log")
     args = parser.parse_args()
     if len(args.precision) == 1:
@@ -58,7 +58,7 @@ def measure(args: argparse.Namespace, precision: str) -> None:
         f"sft.per_device_batch={args.batch}", f"sft.lora_r={args.lora_r}", f"sft.lora_alpha={2 * args.lora_r}",
         f"sft.lora_dropout={args.lora_dropout}", f"sft.full={str(args.full).lower()}",
         "sft.train_embeddings=true", "sft.lr=3e-3", "sft.max_length=2048", "sft.save_steps=1000000", "sft.logging_steps=1",
-        f"sft.precision={precision}", f"sft.group_by_length={str(not args.random_batches).lower()}",
+        f"sft.precision={precision}", f"sft.group_by_length={str(args.group_by_length).lower()}",
     ])
     collect.run(recipe, ws)
     report = refine.run(recipe, ws)
@@ -75,7 +75,7 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     resolved = json.loads((ws.path("sft") / "stage.json").read_text())["precision"]
     print(f"{info['size']} model, {info['parameters']:,} parameters; {report['turns']['train']} training examples")
     method = "every weight" if args.full else f"LoRA r={args.lora_r} (dropout {args.lora_dropout}) + embeddings"
-    batches = "uniformly random" if args.random_batches else "grouped by length"
+    batches = "grouped by length" if args.group_by_length else "uniformly random"
     print(f"  {result['global_step']} steps of {args.batch} examples {batches}, {method}, {resolved} (asked: {precision})")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
     print(f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step")

@@ -61,7 +61,8 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3, not from zero
 
 
-def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined: Path, tiny_model: Path, tmp_path: Path):
+@pytest.mark.parametrize("grouped", [False, True], ids=["random-batches", "grouped-by-length"])
+def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined: Path, tiny_model: Path, tmp_path: Path, grouped: bool):
     import shutil
 
     def losses(ws: Path) -> dict[int, float]:
@@ -70,7 +71,8 @@ def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined:
 
     unbroken, stopped = tmp_path / "unbroken", tmp_path / "stopped"
     shutil.copytree(refined, unbroken, ignore=shutil.ignore_patterns("sft"))
-    assert _sft(unbroken, tiny_model, 5).exit_code == 0  # batches grouped by length (sft.group_by_length)
+    sampling = ("--set", f"sft.group_by_length={str(grouped).lower()}")
+    assert _sft(unbroken, tiny_model, 5, *sampling).exit_code == 0
     # the same run as if stopped after its step-3 checkpoint: what came later is gone
     shutil.copytree(unbroken, stopped)
     sft = stopped / "sft"
@@ -81,7 +83,7 @@ def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined:
     early = [line for line in (sft / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] <= 3]
     (sft / "metrics.jsonl").write_text("\n".join(early) + "\n")
 
-    assert _sft(stopped, tiny_model, 5, "--resume").exit_code == 0
+    assert _sft(stopped, tiny_model, 5, "--resume", *sampling).exit_code == 0
     straight, resumed = losses(unbroken), losses(stopped)
     assert sorted(resumed) == [1, 2, 3, 4, 5]
     for step in (4, 5):  # the same examples in the same batches at the same learning rate: the same loss
