@@ -43,6 +43,9 @@ class HarnessConfig:
     recall_k: int = 3
     few_shot: int = 0  # demonstrations in the system prompt, taken from few_shot_from
     few_shot_from: str = ""  # a trajectories.jsonl of expert episodes
+    # full: the rules in words (a pretrained model reads them); brief: one line with the reply form, the verbs and
+    # the budget rule, for a model trained from scratch on examples (the full text is ~40% of its example tokens)
+    system_prompt: Literal["full", "brief"] = "full"
 
 
 @dataclass

@@ -98,6 +98,19 @@ def test_prompts_carry_the_views_of_each_mode():
     assert "Plan:" not in bare and "Belief:" not in bare
 
 
+def test_a_brief_system_prompt_keeps_what_varies_between_settings():
+    full = episode(charge_meta_actions=True)
+    brief = episode(charge_meta_actions=True, system_style="brief")
+    assert "admissible commands, copied exactly" in full.system and "admissible" not in brief.system
+    assert len(brief.system) < len(full.system) / 5 and brief.view().user == full.view().user
+    assert brief.system.endswith("Harness actions: track, commit, recall, note (each costs one step).")
+    assert episode(system_style="brief").system.endswith("(free).")
+    assert episode(system_style="brief", modules=HarnessModules(belief=False)).system.endswith("commit, recall, note (free).")
+    assert episode(system_style="brief", mode="always_on").system.endswith("Panels: belief, plan, experience.")
+    assert "Harness" not in episode(system_style="brief", mode="env_only").system
+    assert brief.record()["protocol"]["system_prompt"] == "brief" and full.record()["protocol"]["system_prompt"] == "full"
+
+
 def test_the_record_holds_what_design_md_lists():
     ep = episode()
     ep.act("<think>Desks hold pens.</think><action>go to desk 1</action>")

@@ -45,6 +45,7 @@ class EpisodeSettings:
     free_meta_cap: int = 20
     recall_k: int = 3
     demonstrations: str = ""
+    system_style: str = "full"  # prompts.SYSTEM_STYLES
 
     def protocol(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class EpisodeSettings:
             "free_meta_cap": self.free_meta_cap,
             "recall_k": self.recall_k,
             "few_shot": bool(self.demonstrations),
+            "system_prompt": self.system_style,
             "parser": PARSER_VERSION,
             "prompt": PROMPT_VERSION,
         }
@@ -101,7 +103,9 @@ class Episode:
         self.bank = bank or Bank()
         modules = settings.modules if settings.mode != "env_only" else HarnessModules(False, False, False)
         self.modules = modules
-        self.system = system_prompt(settings.mode, modules, settings.charge_meta_actions, settings.demonstrations)
+        self.system = system_prompt(
+            settings.mode, modules, settings.charge_meta_actions, settings.demonstrations, settings.system_style
+        )
         self.belief = Belief()
         self.progress = Progress()
         self.goal: Goal | None = None

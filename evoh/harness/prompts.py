@@ -48,7 +48,17 @@ def verb_module(verb: str) -> str:
     return {"track": "belief", "commit": "plan", "recall": "experience", "note": "experience"}[verb]
 
 
-def system_prompt(mode: str, modules: HarnessModules, charge_meta_actions: bool, demonstrations: str = "") -> str:
+SYSTEM_STYLES = ("full", "brief")
+
+
+def system_prompt(
+    mode: str, modules: HarnessModules, charge_meta_actions: bool, demonstrations: str = "", style: str = "full"
+) -> str:
+    """The rules of the game. ``brief`` keeps only what varies between settings (the verbs, the panels, the
+    budget rule): a model trained from scratch learns the rules from its examples, and the full text would be
+    a third of every example it computes."""
+    if style == "brief":
+        return _brief_system_prompt(mode, modules, charge_meta_actions, demonstrations)
     parts = [_INTRO, _ENV]
     if mode == "inline" and modules.enabled():
         cost = "costs one step, like any action" if charge_meta_actions else "does not use up your step budget"
@@ -63,6 +73,20 @@ def system_prompt(mode: str, modules: HarnessModules, charge_meta_actions: bool,
     if demonstrations:
         parts.append("Examples of finished episodes:\n" + demonstrations)
     return "\n\n".join(parts)
+
+
+def _brief_system_prompt(mode: str, modules: HarnessModules, charge_meta_actions: bool, demonstrations: str) -> str:
+    line = "Household agent. Reply <think>thought</think><action>one action</action>."
+    enabled = modules.enabled()
+    if mode == "inline" and enabled:
+        verbs = [v for v in ("track", "commit", "recall", "note") if verb_module(v) in enabled]
+        cost = "each costs one step" if charge_meta_actions else "free"
+        line += f" Harness actions: {', '.join(verbs)} ({cost})."
+    elif mode == "always_on" and enabled:
+        line += f" Panels: {', '.join(enabled)}."
+    if demonstrations:
+        line += "\n\nExamples of finished episodes:\n" + demonstrations
+    return line
 
 
 @dataclass

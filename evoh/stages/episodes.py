@@ -63,6 +63,7 @@ def episode_settings(recipe: Recipe) -> EpisodeSettings:
         free_meta_cap=h.free_meta_cap,
         recall_k=h.recall_k,
         demonstrations=shots,
+        system_style=h.system_prompt,
     )
 
 
