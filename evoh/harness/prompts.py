@@ -56,7 +56,7 @@ def system_prompt(
 ) -> str:
     """The rules of the game. ``brief`` keeps only what varies between settings (the verbs, the panels, the
     budget rule): a model trained from scratch learns the rules from its examples, and the full text would be
-    a third of every example it computes."""
+    two fifths of every example it computes."""
     if style == "brief":
         return _brief_system_prompt(mode, modules, charge_meta_actions, demonstrations)
     parts = [_INTRO, _ENV]
