@@ -45,7 +45,7 @@ class EpisodeSettings:
     free_meta_cap: int = 20
     recall_k: int = 3
     demonstrations: str = ""
-    system_style: str = "full"  # prompts.SYSTEM_STYLES
+    system_style: str = "full"  # "full" or "brief": HarnessConfig.system_prompt
 
     def protocol(self) -> dict[str, Any]:
         return {

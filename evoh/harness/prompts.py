@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evoh.harness.turns import META_VERBS
+
 PROMPT_VERSION = "prompt/1"
 MODES = ("env_only", "always_on", "inline")
 
@@ -48,45 +50,43 @@ def verb_module(verb: str) -> str:
     return {"track": "belief", "commit": "plan", "recall": "experience", "note": "experience"}[verb]
 
 
-SYSTEM_STYLES = ("full", "brief")
-
-
 def system_prompt(
     mode: str, modules: HarnessModules, charge_meta_actions: bool, demonstrations: str = "", style: str = "full"
 ) -> str:
-    """The rules of the game. ``brief`` keeps only what varies between settings (the verbs, the panels, the
-    budget rule): a model trained from scratch learns the rules from its examples, and the full text would be
-    two fifths of every example it computes."""
-    if style == "brief":
-        return _brief_system_prompt(mode, modules, charge_meta_actions, demonstrations)
-    parts = [_INTRO, _ENV]
-    if mode == "inline" and modules.enabled():
-        cost = "costs one step, like any action" if charge_meta_actions else "does not use up your step budget"
-        verbs = "\n".join(f"- {_VERBS[m]}" for m in modules.enabled())
-        parts.append(
-            "You also have a harness that keeps state for you. Its actions do not change the world; their result "
-            f"appears in your next turn, and each one {cost}:\n{verbs}"
-        )
-    elif mode == "always_on" and modules.enabled():
-        panels = ", ".join(_PANELS[m] for m in modules.enabled())
-        parts.append(f"Each turn also shows {panels}. Only environment actions are available.")
+    """The rules of the game, in words (``full``) or in one line (``brief``: only what varies between settings,
+    the verbs, the panels, the budget rule). A model trained from scratch learns the rules from its examples,
+    and the full text would be two fifths of every example it computes."""
+    rules = _brief_rules if style == "brief" else _full_rules
+    parts = rules(mode, modules.enabled(), charge_meta_actions)
     if demonstrations:
         parts.append("Examples of finished episodes:\n" + demonstrations)
     return "\n\n".join(parts)
 
 
-def _brief_system_prompt(mode: str, modules: HarnessModules, charge_meta_actions: bool, demonstrations: str) -> str:
-    line = "Household agent. Reply <think>thought</think><action>one action</action>."
-    enabled = modules.enabled()
+def _full_rules(mode: str, enabled: list[str], charge_meta_actions: bool) -> list[str]:
+    parts = [_INTRO, _ENV]
     if mode == "inline" and enabled:
-        verbs = [v for v in ("track", "commit", "recall", "note") if verb_module(v) in enabled]
+        cost = "costs one step, like any action" if charge_meta_actions else "does not use up your step budget"
+        verbs = "\n".join(f"- {_VERBS[m]}" for m in enabled)
+        parts.append(
+            "You also have a harness that keeps state for you. Its actions do not change the world; their result "
+            f"appears in your next turn, and each one {cost}:\n{verbs}"
+        )
+    elif mode == "always_on" and enabled:
+        panels = ", ".join(_PANELS[m] for m in enabled)
+        parts.append(f"Each turn also shows {panels}. Only environment actions are available.")
+    return parts
+
+
+def _brief_rules(mode: str, enabled: list[str], charge_meta_actions: bool) -> list[str]:
+    line = "Household agent. Reply <think>thought</think><action>one action</action>."
+    if mode == "inline" and enabled:
+        verbs = [v for v in META_VERBS if verb_module(v) in enabled]
         cost = "each costs one step" if charge_meta_actions else "free"
         line += f" Harness actions: {', '.join(verbs)} ({cost})."
     elif mode == "always_on" and enabled:
         line += f" Panels: {', '.join(enabled)}."
-    if demonstrations:
-        line += "\n\nExamples of finished episodes:\n" + demonstrations
-    return line
+    return [line]
 
 
 @dataclass
