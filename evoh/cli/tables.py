@@ -44,12 +44,18 @@ def summary_table(summary: dict[str, Any], title: str):
     usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
     table.caption = (
         f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
-        f"({usage}); invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
+        f"({usage}){won_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
     if "label_agreement" in summary:
         table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
     table.caption_justify = "left"
     return table
+
+
+def won_meta(summary: dict[str, Any]) -> str:
+    """Meta-actions per won episode, where the summary has them (older ones do not) and a game was won."""
+    value = summary.get("meta_actions_won")
+    return "" if value is None else f", {value:.2f} per won episode"
 
 
 def report_table(result: dict[str, Any]):
@@ -59,11 +65,12 @@ def report_table(result: dict[str, Any]):
     from evoh.stages.report import COLUMNS
 
     table = Table(title="evaluation runs (success %)", title_justify="left")
-    for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep"):
+    for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
         cells = ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
-        table.add_row(row["run"], row["split"], *cells, f"{row['env_steps']:.1f}", f"{row['meta']:.2f}")
+        won = "-" if row["meta_won"] is None else f"{row['meta_won']:.2f}"
+        table.add_row(row["run"], row["split"], *cells, f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", won)
     table.caption = f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"
     return table

@@ -314,6 +314,7 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": summary["errors"],
         "success": summary["success"],
         "meta_actions": summary["meta_actions"],
+        "meta_actions_won": summary["meta_actions_won"],
         "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
         "invalid_rate": summary["invalid_rate"],
         "env_steps": summary["env_steps"],

@@ -40,21 +40,24 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["episodes"] = s["finished"]
         row["env_steps"] = s["env_steps"]
         row["meta"] = s["meta_actions"]
+        row["meta_won"] = s.get("meta_actions_won")  # absent from summaries written before it was recorded
         row.update({f"meta_{verb}": s["meta_per_episode"][verb]["attempted"] for verb in META_VERBS})
         table.append(row)
     return table
 
 
 def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
-    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode"]
+    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for row in table:
         cells = [row["run"], row["split"]]
         cells += ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
         usage = " / ".join(f"{row[f'meta_{v}']:.2f}" for v in META_VERBS)
         cells += [str(row["episodes"]), f"{row['env_steps']:.1f}", f"{row['meta']:.2f} ({usage})"]
+        cells += ["-" if row["meta_won"] is None else f"{row['meta_won']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note).\n"
+    text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note); "
+    text += "per won episode apart, since a lost episode calls the harness until its budget runs out.\n"
     if chart:
         text += f"\n![success per task type and meta-actions per episode]({chart})\n"
     return text

@@ -33,6 +33,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         return mean(values) if values else 0.0
 
     turns = sum(r["turns"] for r in finished)
+    won = [r for r in finished if r["won"]]
     labelled = [t for r in finished for t in r["trace"] if "label" in t]
     return {
         "episodes": len(records),
@@ -44,6 +45,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "env_steps": avg([r["env_steps"] for r in finished]),
         "turns": avg([r["turns"] for r in finished]),
         "meta_actions": avg([r["meta_actions"] for r in finished]),
+        # a lost episode runs to its budget and calls the harness all the way: the won ones show its cost alone
+        "meta_actions_won": mean([r["meta_actions"] for r in won]) if won else None,
         "meta_per_episode": {
             verb: {k: avg([r["meta"][verb][k] for r in finished]) for k in ("attempted", "executed", "failed")}
             for verb in META_VERBS

@@ -1,0 +1,40 @@
+"""Headline figures of episode records: meta-actions per won episode apart from the average over all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evoh.stages import report
+from evoh.stages.summary import summarize
+
+
+def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:
+    return {
+        "task": {"id": f"g{turns}", "task_type": "pick_and_place_simple", "grammar": "2.1.1"},
+        "won": won, "error": None, "turns": turns, "env_steps": turns - sum(meta.values()), "invalid_actions": 0,
+        "meta_actions": sum(meta.values()),
+        "meta": {v: {"attempted": n, "executed": n, "failed": 0} for v, n in meta.items()},
+        "trace": [],
+    }
+
+
+VERBS = ("track", "commit", "recall", "note")
+
+
+def test_meta_actions_per_won_episode_leave_out_the_lost_ones():
+    won = [record(True, dict(zip(VERBS, (0, 3, 1, 1))), 12), record(True, dict(zip(VERBS, (1, 4, 1, 1))), 15)]
+    lost = record(False, dict(zip(VERBS, (9, 6, 2, 3))), 70)
+    summary = summarize([*won, lost])
+    assert summary["meta_actions"] == (5 + 7 + 20) / 3 and summary["meta_actions_won"] == 6.0
+    assert summarize([lost])["meta_actions_won"] is None  # no win: nothing to average, not a zero
+
+
+def test_report_reads_summaries_with_and_without_the_won_figure():
+    summary = summarize([record(True, dict(zip(VERBS, (0, 3, 1, 1))), 12), record(False, dict(zip(VERBS, (2, 2, 2, 2))), 60)])
+    older = {k: v for k, v in summary.items() if k != "meta_actions_won"}  # written before the figure existed
+    rows = report.rows([{"label": "now", "summary": summary}, {"label": "before", "summary": older}])
+    text = report.markdown(rows, None)
+    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode |")
+    now, before = text.splitlines()[2:4]
+    assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 |")
+    assert before.startswith("| before |") and before.endswith("| - |")
