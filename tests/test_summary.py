@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evoh.harness.turns import META_VERBS
 from evoh.stages import report
 from evoh.stages.summary import summarize
 
@@ -18,19 +19,16 @@ def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:
     }
 
 
-VERBS = ("track", "commit", "recall", "note")
-
-
 def test_meta_actions_per_won_episode_leave_out_the_lost_ones():
-    won = [record(True, dict(zip(VERBS, (0, 3, 1, 1))), 12), record(True, dict(zip(VERBS, (1, 4, 1, 1))), 15)]
-    lost = record(False, dict(zip(VERBS, (9, 6, 2, 3))), 70)
+    won = [record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), record(True, dict(zip(META_VERBS, (1, 4, 1, 1))), 15)]
+    lost = record(False, dict(zip(META_VERBS, (9, 6, 2, 3))), 70)
     summary = summarize([*won, lost])
     assert summary["meta_actions"] == (5 + 7 + 20) / 3 and summary["meta_actions_won"] == 6.0
     assert summarize([lost])["meta_actions_won"] is None  # no win: nothing to average, not a zero
 
 
 def test_report_reads_summaries_with_and_without_the_won_figure():
-    summary = summarize([record(True, dict(zip(VERBS, (0, 3, 1, 1))), 12), record(False, dict(zip(VERBS, (2, 2, 2, 2))), 60)])
+    summary = summarize([record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60)])
     older = {k: v for k, v in summary.items() if k != "meta_actions_won"}  # written before the figure existed
     rows = report.rows([{"label": "now", "summary": summary}, {"label": "before", "summary": older}])
     text = report.markdown(rows, None)
