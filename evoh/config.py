@@ -203,6 +203,9 @@ class GrpoConfig:
     # contrasting (rollouts differ in success: some won, some lost) or won (at least one rollout won);
     # an update with none makes no optimizer step
     train_groups: Literal["all", "contrasting", "won"] = "all"
+    # how the per-token losses are averaged: token (the paper's: over all tokens, so a long episode weighs by
+    # its length) or episode (each episode's tokens average to one term; episodes weigh equally)
+    loss_aggregation: Literal["token", "episode"] = "token"
     minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)
     micro_batch_tokens: int = 16384  # padded tokens per forward pass; gradients accumulate over micro-batches
     max_grad_norm: float = 1.0

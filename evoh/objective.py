@@ -14,8 +14,10 @@
   reference's log-prob, l: the policy's), which is non-negative and unbiased for KL(π‖π_ref), capped per
   token (verl caps it at 10 too) because its tail is unbounded.
 
-Losses are returned per token; the caller averages over every completion token of an update
-("token-level"), so long responses weigh as much per token as short ones.
+Losses are returned per token; ``loss_weights`` says how the caller averages them. "token" (the paper's):
+over every completion token of an update, so an episode weighs by its length. "episode": each episode's
+tokens average to one term and the episodes average equally, so a lost episode that ran to the horizon
+weighs no more than a short win.
 """
 
 from __future__ import annotations
@@ -53,6 +55,20 @@ def groups_to_train(outcomes: Sequence[bool], groups: Sequence[Hashable], which:
     if which == "won":
         return {group for group, kinds in seen.items() if True in kinds}
     return set(seen)
+
+
+def loss_weights(lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token") -> tuple[list[float], int]:
+    """Per-token weight of each sample (one turn: ``lengths`` completion tokens, from episode ``episodes[i]``)
+    and the count the weighted sum is divided by: every token weighs 1 over the tokens ("token"), or a token
+    weighs 1/(its episode's tokens) over the episodes ("episode")."""
+    if aggregation == "token":
+        return [1.0] * len(lengths), sum(lengths)
+    if aggregation != "episode":
+        raise ValueError(f"unknown loss aggregation {aggregation!r}: use token or episode")
+    tokens: dict[Hashable, int] = {}
+    for length, episode in zip(lengths, episodes, strict=True):
+        tokens[episode] = tokens.get(episode, 0) + length
+    return [1.0 / max(tokens[e], 1) for e in episodes], sum(1 for n in tokens.values() if n)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:

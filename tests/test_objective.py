@@ -10,7 +10,15 @@ import pytest
 import torch
 
 from evoh.config import GrpoConfig
-from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import (
+    clipped_policy_loss,
+    group_advantages,
+    groups_to_train,
+    kl_k3,
+    loss_weights,
+    restrict_logits,
+    token_logprobs,
+)
 from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
 
 
@@ -60,6 +68,17 @@ def test_the_loss_gradient_pushes_toward_positive_advantage():
     loss, _ = clipped_policy_loss(logp, logp.detach(), torch.tensor([[1.0]]))
     loss.sum().backward()
     assert logits.grad[0, 0, 3] < 0 and all(logits.grad[0, 0, i] > 0 for i in (0, 1, 2, 4))
+
+
+def test_loss_weights_average_over_tokens_or_over_episodes():
+    lengths, episodes = [2, 3, 3, 0], ["won", "lost", "lost", "lost"]
+    assert loss_weights(lengths, episodes, "token") == ([1.0, 1.0, 1.0, 1.0], 8)
+    weights, count = loss_weights(lengths, episodes, "episode")
+    assert count == 2 and weights == pytest.approx([1 / 2, 1 / 6, 1 / 6, 1 / 6])
+    # each episode's tokens weigh one in all, however many turns and tokens it has
+    assert sum(w * n for w, n, e in zip(weights, lengths, episodes) if e == "lost") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="token or episode"):
+        loss_weights(lengths, episodes, "sequence")
 
 
 def test_k3_kl_is_zero_at_the_reference_and_unbiased_for_kl():
@@ -224,3 +243,39 @@ def test_only_the_later_optimizer_steps_keep_the_rollout_policys_log_probs(tiny_
     assert len(kept) == 3 and all(s.old_logp.shape == (4,) for s in kept)  # the second step's half
     assert len(scored_without_grad) == 1  # one scoring pass, over that half only
     assert stats["ratio"] == pytest.approx(1.0, abs=1e-5) and stats["clip_fraction"] == 0.0
+
+
+def _weights_after_one_step(model_dir: Path, samples: list[Sample], aggregation: str) -> torch.Tensor:
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from evoh.stages.grpo import optimise
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    g = GrpoConfig(kl=0.0, loss_aggregation=aggregation, max_grad_norm=1e9)
+    optimise(Accelerator(cpu=True), model, optimizer, scheduler, samples, g, pad_id=0, seed=0)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_episode_aggregation_weighs_a_long_lost_episode_like_a_short_won_one(tiny_model: Path):
+    rng = random.Random(5)
+    won = ([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)])
+    lost = ([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)])
+
+    def update(lost_turns: int) -> list[Sample]:
+        return [Sample(*won, 1.0, episode="a"), *(Sample(*lost, -1.0, episode="b") for _ in range(lost_turns))]
+
+    by_episode = [_weights_after_one_step(tiny_model, update(n), "episode") for n in (1, 3)]
+    by_token = [_weights_after_one_step(tiny_model, update(n), "token") for n in (1, 3)]
+    # the same lost turn three times over: the same update when episodes weigh equally ...
+    assert torch.allclose(by_episode[0], by_episode[1], atol=1e-6)
+    # ... and the episode-level average over two one-turn episodes is the token-level one
+    assert torch.allclose(by_episode[0], by_token[0], atol=1e-6)
+    # while over tokens the longer lost episode pulls harder
+    assert not torch.allclose(by_token[0], by_token[1], atol=1e-4)

@@ -22,7 +22,7 @@ import random
 import shutil
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean, pstdev
@@ -37,7 +37,15 @@ from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
 from evoh.memory import release_freed_memory
-from evoh.objective import clipped_policy_loss, group_advantages, groups_to_train, kl_k3, restrict_logits, token_logprobs
+from evoh.objective import (
+    clipped_policy_loss,
+    group_advantages,
+    groups_to_train,
+    kl_k3,
+    loss_weights,
+    restrict_logits,
+    token_logprobs,
+)
 from evoh.policy.guided import Allowed, Vocabulary
 from evoh.rollout import rollout
 from evoh.stages.episodes import bank_input, episode_settings, resolve_bank
@@ -58,6 +66,7 @@ class Sample:
     completion: list[int]
     advantage: float
     choices: dict[int, Allowed] = field(default_factory=dict)  # guided decoding: position -> what guidance allowed there
+    episode: Hashable = None  # the rollout it comes from (loss_aggregation = "episode" weighs by it)
     old_logp: Any = None  # log-probs of the rollout policy, when the weights move within an update
     ref_logp: Any = None
 
@@ -231,9 +240,10 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
 def optimise(
     accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int, vocabulary: Vocabulary | None = None
 ) -> dict[str, float | None]:
-    """``minibatches`` optimizer steps over the update's samples; token-level loss, gradient accumulation over
-    micro-batches, clipping. Every process makes the same number of steps and one synchronised backward each;
-    none when no process has a sample (Adam's momentum would move the weights even on a zero gradient)."""
+    """``minibatches`` optimizer steps over the update's samples; the loss averaged over tokens or episodes
+    (``loss_aggregation``), gradient accumulation over micro-batches, clipping. Every process makes the same
+    number of steps and one synchronised backward each; none when no process has a sample (Adam's momentum
+    would move the weights even on a zero gradient)."""
     import torch
 
     if _reduce(accelerator, len(samples), "sum") == 0:  # no game to learn from (grpo.train_groups)
@@ -254,8 +264,9 @@ def optimise(
     tokens_trained = 0.0
     grad_norms = []
     for step, part in enumerate(parts):
-        tokens = _reduce(accelerator, sum(len(s.completion) for s in part), "sum")
-        scale = accelerator.num_processes / max(tokens, 1.0)  # DDP averages gradients over processes
+        weights, units = loss_weights([len(s.completion) for s in part], [s.episode for s in part], g.loss_aggregation)
+        weight_of = {id(s): w for s, w in zip(part, weights, strict=True)}
+        scale = accelerator.num_processes / max(_reduce(accelerator, units, "sum"), 1.0)  # DDP averages gradients over processes
         batches = micro_batches(part, g.micro_batch_tokens) or [[]]
         for index, batch in enumerate(batches):
             last = index == len(batches) - 1
@@ -277,7 +288,8 @@ def optimise(
                     per_token = pg + g.kl * kl
                     totals["kl"] += float((kl.detach() * mask).sum())
                     totals["kl_capped"] += float(((kl.detach() >= g.kl_cap) & mask).sum()) if g.kl_cap > 0 else 0.0
-                loss = (per_token * mask).sum() * scale
+                weight = torch.tensor([weight_of[id(s)] for s in batch], device=device).unsqueeze(1)
+                loss = (per_token * mask * weight).sum() * scale
                 accelerator.backward(loss)
                 totals["loss"] += float((per_token.detach() * mask).sum())
                 totals["pg_loss"] += float((pg.detach() * mask).sum())
@@ -584,7 +596,7 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     advantages = group_advantages([x["total"] for x in rewards], games, g.std_normalize)
     trained = groups_to_train([r["won"] for _, r in good], games, g.train_groups)
     samples = [
-        Sample(prompt, completion, advantage, choices)
+        Sample(prompt, completion, advantage, choices, episode=key)
         for (key, _), advantage in zip(good, advantages, strict=True)
         if key[0] in trained
         for prompt, completion, choices in policy.finished.get(key, [])
