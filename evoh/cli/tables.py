@@ -62,15 +62,13 @@ def report_table(result: dict[str, Any]):
     """Eval runs side by side (rows = runs), as `evoh report` and `evoh run` print them."""
     from rich.table import Table
 
-    from evoh.stages.report import COLUMNS
+    from evoh.stages.report import COLUMNS, cell, success_cells
 
     table = Table(title="evaluation runs (success %)", title_justify="left")
     for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
-        cells = ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
-        won = "-" if row["meta_won"] is None else f"{row['meta_won']:.2f}"
-        table.add_row(row["run"], row["split"], *cells, f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", won)
+        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2))
     table.caption = f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"
     return table

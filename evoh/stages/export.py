@@ -138,7 +138,7 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
             "|---|---|---|" + "---:|" * (len(report.COLUMNS) + 2),
         ]
         for measured, row in zip(runs, report.rows(runs), strict=True):
-            cells = ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*report.COLUMNS, "avg")]
+            cells = report.success_cells(row)
             lines.append(f"| {row['run']} | {_measured(measured['summary'], weights) or '-'} | {row['split']} | " + " | ".join(cells) + f" | {row['meta']:.2f} |")
     return "\n".join(lines) + "\n"
 

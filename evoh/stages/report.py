@@ -46,15 +46,25 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+def cell(value: float | None, digits: int = 1) -> str:
+    """A table's figure, or "-" where a run has none (no game of a type, no episode won, an older summary)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def success_cells(row: dict[str, Any]) -> list[str]:
+    """A row's success per task type and on average, in %, as every table of eval runs shows them."""
+    return [cell(row[c]) for c in (*COLUMNS, "avg")]
+
+
 def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
     head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for row in table:
         cells = [row["run"], row["split"]]
-        cells += ["-" if row[c] is None else f"{row[c]:.1f}" for c in (*COLUMNS, "avg")]
+        cells += success_cells(row)
         usage = " / ".join(f"{row[f'meta_{v}']:.2f}" for v in META_VERBS)
         cells += [str(row["episodes"]), f"{row['env_steps']:.1f}", f"{row['meta']:.2f} ({usage})"]
-        cells += ["-" if row["meta_won"] is None else f"{row['meta_won']:.2f}"]
+        cells += [cell(row["meta_won"], 2)]
         lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note); "
     text += "per won episode apart, since a lost episode calls the harness until its budget runs out.\n"
