@@ -57,18 +57,18 @@ def groups_to_train(outcomes: Sequence[bool], groups: Sequence[Hashable], which:
     return set(seen)
 
 
-def loss_weights(lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token") -> tuple[list[float], int]:
-    """Per-token weight of each sample (one turn: ``lengths`` completion tokens, from episode ``episodes[i]``)
-    and the count the weighted sum is divided by: every token weighs 1 over the tokens ("token"), or a token
-    weighs 1/(its episode's tokens) over the episodes ("episode")."""
+def loss_weights(lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token") -> tuple[dict[Hashable, float], int]:
+    """The per-token weight of each episode's tokens (samples are turns: ``lengths`` completion tokens from
+    episode ``episodes[i]``) and the count the weighted sum is divided by: every token weighs 1 over the
+    tokens ("token"), or 1/(its episode's tokens) over the episodes ("episode")."""
     if aggregation == "token":
-        return [1.0] * len(lengths), sum(lengths)
+        return dict.fromkeys(episodes, 1.0), sum(lengths)
     if aggregation != "episode":
         raise ValueError(f"unknown loss aggregation {aggregation!r}: use token or episode")
     tokens: dict[Hashable, int] = {}
     for length, episode in zip(lengths, episodes, strict=True):
         tokens[episode] = tokens.get(episode, 0) + length
-    return [1.0 / max(tokens[e], 1) for e in episodes], sum(1 for n in tokens.values() if n)
+    return {e: 1.0 / max(n, 1) for e, n in tokens.items()}, sum(1 for n in tokens.values() if n)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -72,11 +72,11 @@ def test_the_loss_gradient_pushes_toward_positive_advantage():
 
 def test_loss_weights_average_over_tokens_or_over_episodes():
     lengths, episodes = [2, 3, 3, 0], ["won", "lost", "lost", "lost"]
-    assert loss_weights(lengths, episodes, "token") == ([1.0, 1.0, 1.0, 1.0], 8)
+    assert loss_weights(lengths, episodes, "token") == ({"won": 1.0, "lost": 1.0}, 8)
     weights, count = loss_weights(lengths, episodes, "episode")
-    assert count == 2 and weights == pytest.approx([1 / 2, 1 / 6, 1 / 6, 1 / 6])
+    assert count == 2 and weights == pytest.approx({"won": 1 / 2, "lost": 1 / 6})
     # each episode's tokens weigh one in all, however many turns and tokens it has
-    assert sum(w * n for w, n, e in zip(weights, lengths, episodes) if e == "lost") == pytest.approx(1.0)
+    assert sum(weights[e] * n for n, e in zip(lengths, episodes) if e == "lost") == pytest.approx(1.0)
     with pytest.raises(ValueError, match="token or episode"):
         loss_weights(lengths, episodes, "sequence")
 

@@ -265,7 +265,6 @@ def optimise(
     grad_norms = []
     for step, part in enumerate(parts):
         weights, units = loss_weights([len(s.completion) for s in part], [s.episode for s in part], g.loss_aggregation)
-        weight_of = {id(s): w for s, w in zip(part, weights, strict=True)}
         scale = accelerator.num_processes / max(_reduce(accelerator, units, "sum"), 1.0)  # DDP averages gradients over processes
         batches = micro_batches(part, g.micro_batch_tokens) or [[]]
         for index, batch in enumerate(batches):
@@ -288,7 +287,7 @@ def optimise(
                     per_token = pg + g.kl * kl
                     totals["kl"] += float((kl.detach() * mask).sum())
                     totals["kl_capped"] += float(((kl.detach() >= g.kl_cap) & mask).sum()) if g.kl_cap > 0 else 0.0
-                weight = torch.tensor([weight_of[id(s)] for s in batch], device=device).unsqueeze(1)
+                weight = torch.tensor([weights[s.episode] for s in batch], device=device).unsqueeze(1)
                 loss = (per_token * mask * weight).sum() * scale
                 accelerator.backward(loss)
                 totals["loss"] += float((per_token.detach() * mask).sum())
