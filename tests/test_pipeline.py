@@ -73,8 +73,10 @@ def _stages(result) -> dict[str, bool]:
 
 def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_model: Path, alfworld_data: Path):
     recipe, ws = _recipe(tmp_path, tiny_model, alfworld_data), tmp_path / "ws"
-    first = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
-    assert first == {"model": False, "collect": True, "refine": True, "sft": True, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
+    data = _stages(evoh("run", str(recipe), "-w", str(ws), "--until", "refine", "--json"))
+    assert data == {"model": False, "collect": True, "refine": True} and not (ws / "sft").exists()
+    first = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))  # the rest, keyed as if run in one go
+    assert first == {"model": False, "collect": False, "refine": False, "sft": True, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
     for stage in ("collect", "refine", "sft", "grpo", "eval/grpo-valid_seen", "export"):
         assert (ws / stage / "stage.json").exists()
     assert (ws / "grpo" / "annealing.png").exists() and (ws / "grpo" / "success.png").exists()
@@ -121,6 +123,8 @@ def test_run_refuses_a_bad_plan(tmp_path: Path, tiny_model: Path, alfworld_data:
     assert backwards.exit_code == 2 and "out of order" in backwards.stderr
     unknown = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'run.eval_from=["teacher"]')
     assert unknown.exit_code == 2 and "base, sft or grpo" in unknown.stderr
+    absent = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'run.stages=["collect", "refine"]', "--until", "sft")
+    assert absent.exit_code == 2 and "collect, refine" in absent.stderr and not (tmp_path / "ws").exists()
 
 
 def test_plot_needs_a_grpo_run(tmp_path: Path):

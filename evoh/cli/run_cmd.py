@@ -16,6 +16,7 @@ def run(
     recipe: Annotated[Path, typer.Argument(help="The TOML recipe; its run section names the stages.")],
     workspace: WorkspaceOption,
     sets: SetOption = None,
+    last: Annotated[str | None, typer.Option("--until", help="Stop after this stage of the recipe's (e.g. sft); a later run skips it.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
@@ -25,6 +26,8 @@ def run(
     from evoh.workspace import Workspace
 
     resolved = resolve(recipe, sets)
+    if last is not None:
+        resolved = pipeline.until(resolved, last)
     ws = Workspace(workspace)
     err = stderr_console()
 

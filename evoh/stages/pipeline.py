@@ -60,6 +60,15 @@ def _check(recipe: Recipe) -> None:
         check_settings(recipe)
 
 
+def until(recipe: Recipe, last: str) -> Recipe:
+    """The recipe with its stages cut after ``last``: e.g. train now and evaluate later, with the same keys."""
+    if last not in recipe.run.stages:
+        raise EvohError(f"--until {last}: the recipe's run.stages are {', '.join(recipe.run.stages)}", hint="name one of those stages")
+    cut = copy.deepcopy(recipe)
+    cut.run.stages = cut.run.stages[: cut.run.stages.index(last) + 1]
+    return cut
+
+
 class Pipeline:
     def __init__(self, recipe: Recipe, workspace: Workspace, hooks: Hooks | None = None) -> None:
         _check(recipe)
