@@ -173,6 +173,7 @@ class RewardConfig:
     spam: float = 0.1  # λ_spam
     spam_cap: int = 10
     invalid: float = 0.1  # λ_inv
+    idle_meta: float = 0.0  # λ_idle per harness call that spent a step for nothing (see harness/reward.py); 0: the paper's reward
 
 
 @dataclass

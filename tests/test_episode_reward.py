@@ -9,9 +9,10 @@ import pytest
 from evoh.config import RewardConfig
 from evoh.env.types import Step, Task
 from evoh.harness.episode import Episode, EpisodeSettings
-from evoh.harness.experience import Bank
+from evoh.harness.experience import Bank, Entry
+from evoh.harness.progress import MAX_SUBGOALS
 from evoh.harness.prompts import HarnessModules
-from evoh.harness.reward import diversity, diversity_weight, reward
+from evoh.harness.reward import REWARD_PARTS, diversity, diversity_weight, reward
 
 TASK = Task("valid_seen/x/trial_1", "valid_seen", "pick_and_place_simple", "/nowhere/game.tw-pddl", "2.1.1")
 START = Step(
@@ -142,6 +143,7 @@ def record(**overrides):
     base = {
         "won": True, "turns": 20, "protocol": {"max_steps": 50}, "repeats": 0, "invalid_actions": 0,
         "meta": {v: {"executed": 0} for v in ("track", "commit", "recall", "note")},
+        "idle_meta": {v: 0 for v in ("track", "commit", "recall", "note")},
     }
     return {**base, **overrides}
 
@@ -159,6 +161,44 @@ def test_reward_components():
     assert diversity(meta, "verb_ratio") == pytest.approx(2 / 3)
     assert reward(record(meta=meta), weights, update=0)["diversity"] == pytest.approx(0.5)
     assert reward(record(), weights)["version"] == "reward/1"
+    parts = {k: v for k, v in lost.items() if k not in ("version", "total", "lambda_div", "weights")}
+    assert set(parts) == set(REWARD_PARTS) and lost["total"] == pytest.approx(sum(parts.values()))
+
+
+def test_harness_calls_that_change_nothing_are_counted_and_cost_only_when_weighted():
+    ep = episode(max_steps=60, charge_meta_actions=True)
+    calls = [
+        ("commit [find pen]", False),  # a new subgoal
+        ("commit [find pen]", False),  # marks it done
+        ("commit [find pen]", True),  # already done: the plan is as it was
+        ("note [pens live on desks]", False),
+        ("note [pens live on desks]", True),  # the same note again
+        ("track [pen]", False),
+        ("track [pen]", True),  # the same question, the same answer
+        ("track [desk]", False),  # another question
+    ]
+    calls += [(f"commit [find pen {i}]", False) for i in range(MAX_SUBGOALS - 1)]  # fills the plan
+    calls += [("commit [find a key]", True)]  # refused: the plan is full
+    for action, idle in calls:
+        before = sum(ep.idle_meta.values())
+        assert ep.act(f"<action>{action}</action>") is None
+        assert sum(ep.idle_meta.values()) - before == idle, action
+    assert ep.act("<action>go to desk 1</action>") == "go to desk 1"
+    ep.observe(arrive(1))
+    assert ep.act("<action>track [pen]</action>") is None and ep.idle_meta["track"] == 1  # the world moved: a new answer
+    bank = Bank([Entry("note-000", "notes", "pens live on desks"), Entry("note-001", "notes", "keys hide in drawers")])
+    for query in ("pens desks", "keys drawers"):
+        ep.bank = bank
+        ep.act(f"<action>recall [{query}]</action>")
+        shown = [e.id for e in ep.recalled]
+        assert ep.act(f"<action>recall [{query}]</action>") is None and [e.id for e in ep.recalled] == shown
+    rec = ep.record()
+    assert rec["idle_meta"] == {"track": 1, "commit": 2, "recall": 2, "note": 1}  # each recall's second call
+    assert rec["meta"]["commit"]["failed"] == 1
+    assert reward(rec, RewardConfig())["idle_meta"] == 0  # the paper's reward
+    charged = reward(rec, RewardConfig(idle_meta=0.25))  # six idle calls
+    assert charged["idle_meta"] == pytest.approx(-1.5)
+    assert charged["total"] == pytest.approx(reward(rec, RewardConfig())["total"] - 1.5)
 
 
 def test_diversity_weight_anneals_on_a_cosine():

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.engine
 
 METRICS = {
     "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
-    "meta_per_episode", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
+    "meta_per_episode", "meta_idle", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
     "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "groups_trained", "rollout_seconds", "update_seconds",
 }
 
@@ -67,7 +67,7 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     for m in metrics:
         assert METRICS <= m.keys(), METRICS - m.keys()
         assert m["episodes"] == 4 and m["samples"] > 0 and m["groups_trained"] == 2 and m["completion_tokens"] > 0
-        assert set(m["reward"]) == {"success", "efficiency", "diversity", "spam", "invalid"}
+        assert set(m["reward"]) == {"success", "efficiency", "diversity", "spam", "invalid", "idle_meta"}
         assert set(m["meta_per_episode"]) == {"track", "commit", "recall", "note"}
         assert m["ratio"] == pytest.approx(1.0, abs=1e-4)  # one optimizer step per update: π = π_old at the step
     assert metrics[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # the reference is the SFT policy the run starts from

@@ -27,6 +27,14 @@ def test_meta_actions_per_won_episode_leave_out_the_lost_ones():
     assert summarize([lost])["meta_actions_won"] is None  # no win: nothing to average, not a zero
 
 
+def test_idle_harness_calls_average_over_the_records_that_count_them():
+    counted = [{**record(False, dict(zip(META_VERBS, (9, 6, 2, 3))), 70), "idle_meta": dict(zip(META_VERBS, (4, 2, 0, 1)))},
+               {**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), "idle_meta": dict(zip(META_VERBS, (0, 1, 0, 0)))}]
+    older = record(True, dict(zip(META_VERBS, (1, 4, 1, 1))), 15)  # written before evoh counted them
+    assert summarize([*counted, older])["meta_idle"] == 4.0
+    assert summarize([older])["meta_idle"] is None  # unknown, not zero
+
+
 def test_report_reads_summaries_with_and_without_the_won_figure():
     summary = summarize([record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60)])
     older = {k: v for k, v in summary.items() if k != "meta_actions_won"}  # written before the figure existed

@@ -119,6 +119,8 @@ class Episode:
         self.env_steps = 0
         self.invalid_actions = 0
         self.meta = {verb: Counter() for verb in META_VERBS}  # verb -> attempted/executed/failed
+        self.idle_meta = Counter()  # verb -> harness calls that changed nothing and told nothing new
+        self._answers: dict[tuple[str, str], str] = {}  # (verb, argument) -> the last answer it got
         self.notes: list[str] = []
         self.recalled_ids: list[str] = []
         self.recalled: tuple[Entry, ...] = ()
@@ -212,10 +214,31 @@ class Episode:
     def _meta(self, turn: Turn) -> tuple[bool, str]:
         counts = self.meta[turn.verb]
         counts["attempted"] += 1
+        before = self._harness_state()
         executed, result = self._run_meta(turn)
         counts["executed" if executed else "failed"] += 1
+        if self._idle(turn, executed, result, before):
+            self.idle_meta[turn.verb] += 1
+        self._answers[(turn.verb, turn.argument)] = result
         self.last_result = f"{turn.verb} [{turn.argument}]: {result}" if turn.argument else result
         return executed, result
+
+    def _harness_state(self) -> tuple:
+        """What the harness holds for the policy: the plan, the notes, the recalled entries on show."""
+        return (
+            tuple((s.text, s.done) for s in self.progress.subgoals),
+            frozenset(self.notes),
+            tuple(e.id for e in self.recalled),
+        )
+
+    def _idle(self, turn: Turn, executed: bool, result: str, before: tuple) -> bool:
+        """A call that spent a step for nothing: refused; a write (commit, note, recall, which fills the
+        panel) that left the harness as it was; a track whose question got this answer before."""
+        if not executed:
+            return True
+        if turn.verb == "track":
+            return self._answers.get((turn.verb, turn.argument)) == result
+        return self._harness_state() == before
 
     def _run_meta(self, turn: Turn) -> tuple[bool, str]:
         if self.settings.mode != "inline":
@@ -373,6 +396,7 @@ class Episode:
             "invalid_actions": self.invalid_actions,
             "meta": self.meta_counts(),
             "meta_actions": sum(c["attempted"] for c in self.meta.values()),
+            "idle_meta": {verb: self.idle_meta[verb] for verb in META_VERBS},
             "repeats": self.repeats(),
             "max_repeat": self.max_repeat(),
             "notes": self.notes,

@@ -1,10 +1,14 @@
 """The cost-aware reward of EvoHarness-RL, as a pure function that returns its components.
 
-R = 10·won + λ_eff·R_eff + λ_div(u)·R_div − λ_spam·min(S, cap) − λ_inv·I, with
+R = 10·won + λ_eff·R_eff + λ_div(u)·R_div − λ_spam·min(S, cap) − λ_inv·I − λ_idle·N, with
 R_eff = won·(T_max − |τ|)/T_max (every turn counts in |τ|), R_div the fraction of the four verbs used
 ("bpe_coverage") or the unique-verb ratio of the meta-actions ("verb_ratio"),
 λ_div(u) = λ_div_max·(1 + cos(π·min(u, U)/U))/2, S the turns that repeat the turn before, I the invalid
-actions (malformed turns included).
+actions (malformed turns included). N, evoh's own term, off by default (λ_idle = 0), counts the harness
+calls that spent a step for nothing: refused (a new subgoal for a full plan), a commit, note or recall
+that left the harness as it was, a track whose question got the same answer before. The paper charges
+such calls only through R_eff, which a lost episode does not have, and S counts only back-to-back
+repeats: a lost rollout that commits a done subgoal every few turns costs no more than one that does not.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from evoh.config import RewardConfig
 
 REWARD_VERSION = "reward/1"
 VERBS = ("track", "commit", "recall", "note")
+REWARD_PARTS = ("success", "efficiency", "diversity", "spam", "invalid", "idle_meta")  # they sum to the total
 
 
 def diversity_weight(update: int, weights: RewardConfig) -> float:
@@ -36,7 +41,7 @@ def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
 
 def reward(episode: dict[str, Any], weights: RewardConfig, update: int = 0) -> dict[str, Any]:
     """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats,
-    invalid_actions)."""
+    invalid_actions, idle_meta)."""
     won = 1.0 if episode["won"] else 0.0
     t_max = episode["protocol"]["max_steps"]
     efficiency = won * max(0, t_max - episode["turns"]) / t_max
@@ -44,11 +49,13 @@ def reward(episode: dict[str, Any], weights: RewardConfig, update: int = 0) -> d
     div = diversity(episode["meta"], weights.diversity)
     spam = min(episode["repeats"], weights.spam_cap)
     invalid = episode["invalid_actions"]
+    idle = sum(episode["idle_meta"].values())
     parts = {
         "success": weights.success * won,
         "efficiency": weights.efficiency * efficiency,
         "diversity": lam_div * div,
         "spam": -weights.spam * spam,
         "invalid": -weights.invalid * invalid,
+        "idle_meta": -weights.idle_meta * idle,
     }
     return {"version": REWARD_VERSION, "total": sum(parts.values()), "lambda_div": lam_div, **parts, "weights": asdict(weights)}

@@ -66,7 +66,8 @@ def _grpo_lines(manifest: dict[str, Any]) -> list[str]:
         f"  - {_lora(c)}; lr {c.get('lr')}, KL {c.get('kl')}, clip {c.get('clip_low')}/{c.get('clip_high')}",
         f"  - reward: success {reward.get('success')}, λ_eff {reward.get('efficiency')}, λ_div {reward.get('diversity_max')} "
         f"({reward.get('diversity')}) annealed to 0 over {reward.get('diversity_horizon')} updates, "
-        f"λ_spam {reward.get('spam')}, λ_inv {reward.get('invalid')}",
+        f"λ_spam {reward.get('spam')}, λ_inv {reward.get('invalid')}"
+        + (f", λ_idle {reward['idle_meta']} per harness call that changed nothing" if reward.get("idle_meta") else ""),
         "  - Experience bank: rollouts started from "
         + (f"{Path(bank['path']).name} (sha256 {bank['sha256'][:12]})" if bank else "an empty bank")
         + "; the bank they ended with is the workspace's `grpo/bank.json`, not part of this directory",

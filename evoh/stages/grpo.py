@@ -34,7 +34,7 @@ from evoh.config import GrpoConfig, ModelConfig, Recipe, recipe_dict
 from evoh.env.types import Task
 from evoh.errors import EvohError
 from evoh.harness.experience import Bank, consolidate
-from evoh.harness.reward import REWARD_VERSION, reward
+from evoh.harness.reward import REWARD_PARTS, REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
 from evoh.memory import release_freed_memory
 from evoh.objective import (
@@ -327,6 +327,7 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         "meta_actions": summary["meta_actions"],
         "meta_actions_won": summary["meta_actions_won"],
         "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
+        "meta_idle": summary["meta_idle"],
         "invalid_rate": summary["invalid_rate"],
         "env_steps": summary["env_steps"],
         "turns": summary["turns"],
@@ -340,7 +341,7 @@ def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]
         **episode_figures(records),
         "reward_mean": fmean(totals) if totals else 0.0,
         "reward_std": pstdev(totals) if totals else 0.0,
-        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in ("success", "efficiency", "diversity", "spam", "invalid")},
+        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in REWARD_PARTS},
         "lambda_div": rewards[0]["lambda_div"] if rewards else None,
         "prompt_tokens": sum(r.get("usage", {}).get("prompt_tokens", 0) for r in records),
         "completion_tokens": sum(r.get("usage", {}).get("completion_tokens", 0) for r in records),
@@ -625,7 +626,8 @@ def episode_line(update: int, key: tuple[str, int], record: dict[str, Any]) -> d
     """One rollout in rollouts.jsonl: which game, how it went, what it spent."""
     return {
         "update": update, "task": key[0], "rollout": key[1], "won": record["won"], "error": record.get("error"),
-        "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS}, "invalid_actions": record["invalid_actions"],
+        "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS},
+        "idle_meta": record["idle_meta"], "invalid_actions": record["invalid_actions"],
         "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
     }
 
