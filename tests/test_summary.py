@@ -36,11 +36,12 @@ def test_idle_harness_calls_average_over_the_records_that_count_them():
 
 
 def test_report_reads_summaries_with_and_without_the_won_figure():
-    summary = summarize([record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60)])
-    older = {k: v for k, v in summary.items() if k != "meta_actions_won"}  # written before the figure existed
+    idle = {"idle_meta": dict(zip(META_VERBS, (0, 1, 0, 2)))}
+    summary = summarize([{**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), **idle}, {**record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60), **idle}])
+    older = {k: v for k, v in summary.items() if k not in ("meta_actions_won", "meta_idle")}  # written before the figures existed
     rows = report.rows([{"label": "now", "summary": summary}, {"label": "before", "summary": older}])
     text = report.markdown(rows, None)
-    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode |")
+    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode | idle / episode |")
     now, before = text.splitlines()[2:4]
-    assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 |")
-    assert before.startswith("| before |") and before.endswith("| - |")
+    assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 | 3.00 |")
+    assert before.startswith("| before |") and before.endswith("| - | - |")

@@ -44,7 +44,7 @@ def summary_table(summary: dict[str, Any], title: str):
     usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
     table.caption = (
         f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
-        f"({usage}){won_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
+        f"({usage}){won_meta(summary)}{idle_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
     if "label_agreement" in summary:
         table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
@@ -58,6 +58,12 @@ def won_meta(summary: dict[str, Any]) -> str:
     return "" if value is None else f", {value:.2f} per won episode"
 
 
+def idle_meta(summary: dict[str, Any]) -> str:
+    """Harness calls that spent a step for nothing, where the records counted them."""
+    value = summary.get("meta_idle")
+    return "" if value is None else f", {value:.2f} of them idle"
+
+
 def report_table(result: dict[str, Any]):
     """Eval runs side by side (rows = runs), as `evoh report` and `evoh run` print them."""
     from rich.table import Table
@@ -65,10 +71,10 @@ def report_table(result: dict[str, Any]):
     from evoh.stages.report import COLUMNS, cell, success_cells
 
     table = Table(title="evaluation runs (success %)", title_justify="left")
-    for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won"):
+    for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won", "idle/ep"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
-        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2))
+        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2), cell(row["meta_idle"], 2))
     table.caption = f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"
     return table

@@ -41,6 +41,7 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["env_steps"] = s["env_steps"]
         row["meta"] = s["meta_actions"]
         row["meta_won"] = s.get("meta_actions_won")  # absent from summaries written before it was recorded
+        row["meta_idle"] = s.get("meta_idle")  # likewise, and None where the records did not count them
         row.update({f"meta_{verb}": s["meta_per_episode"][verb]["attempted"] for verb in META_VERBS})
         table.append(row)
     return table
@@ -57,17 +58,18 @@ def success_cells(row: dict[str, Any]) -> list[str]:
 
 
 def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
-    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode"]
+    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode", "idle / episode"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for row in table:
         cells = [row["run"], row["split"]]
         cells += success_cells(row)
         usage = " / ".join(f"{row[f'meta_{v}']:.2f}" for v in META_VERBS)
         cells += [str(row["episodes"]), f"{row['env_steps']:.1f}", f"{row['meta']:.2f} ({usage})"]
-        cells += [cell(row["meta_won"], 2)]
+        cells += [cell(row["meta_won"], 2), cell(row["meta_idle"], 2)]
         lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note); "
-    text += "per won episode apart, since a lost episode calls the harness until its budget runs out.\n"
+    text += "per won episode apart, since a lost episode calls the harness until its budget runs out; "
+    text += "idle: harness calls that spent a step for nothing (refused, changed nothing, or answered as before).\n"
     if chart:
         text += f"\n![success per task type and meta-actions per episode]({chart})\n"
     return text
