@@ -18,9 +18,9 @@ from dataclasses import asdict
 from typing import Any
 
 from evoh.config import RewardConfig
+from evoh.harness.turns import META_VERBS
 
 REWARD_VERSION = "reward/1"
-VERBS = ("track", "commit", "recall", "note")
 REWARD_PARTS = ("success", "efficiency", "diversity", "spam", "invalid", "idle_meta")  # they sum to the total
 
 
@@ -31,10 +31,10 @@ def diversity_weight(update: int, weights: RewardConfig) -> float:
 
 
 def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
-    executed = {v: meta.get(v, {}).get("executed", 0) for v in VERBS}
+    executed = {v: meta.get(v, {}).get("executed", 0) for v in META_VERBS}
     used = [v for v, n in executed.items() if n > 0]
     if mode == "bpe_coverage":
-        return len(used) / len(VERBS)
+        return len(used) / len(META_VERBS)
     calls = sum(executed.values())
     return len(used) / calls if calls else 0.0
 
