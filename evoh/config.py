@@ -204,6 +204,9 @@ class GrpoConfig:
     # contrasting (rollouts differ in success: some won, some lost) or won (at least one rollout won);
     # an update with none makes no optimizer step
     train_groups: Literal["all", "contrasting", "won"] = "all"
+    # the rollouts of those games it trains on: all (GRPO's) or above_mean (a positive advantage only:
+    # the better rollouts are reinforced, the worse ones left alone rather than pushed down)
+    train_rollouts: Literal["all", "above_mean"] = "all"
     # how the per-token losses are averaged: token (the paper's: over all tokens, so a long episode weighs by
     # its length) or episode (each episode's tokens average to one term; episodes weigh equally)
     loss_aggregation: Literal["token", "episode"] = "token"

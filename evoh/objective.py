@@ -2,7 +2,8 @@
 
 * Group-relative advantages: the G rollouts of one game are compared with each other only,
   ``A = (R − mean_g R) / std_g R`` (the division is switchable). Every turn of an episode gets its
-  episode's advantage. Optionally only groups whose rollouts differ in success are trained.
+  episode's advantage. Optionally only groups whose rollouts differ in success are trained, and only
+  the rollouts that beat their group's mean (positive reinforcement alone).
 * The token-level clipped-ratio loss against the rollout policy's log-probs,
   ``−min(ρ·A, clip(ρ, 1 − ε_low, 1 + ε_high)·A)`` with ``ρ = exp(log π − log π_old)``.
 * Under guided decoding the policy that sampled is the model renormalised, at every position guidance
@@ -55,6 +56,18 @@ def groups_to_train(outcomes: Sequence[bool], groups: Sequence[Hashable], which:
     if which == "won":
         return {group for group, kinds in seen.items() if True in kinds}
     return set(seen)
+
+
+def rollouts_to_train(advantages: Sequence[float], which: str = "all") -> list[bool]:
+    """Which rollouts of the trained groups an update learns from: ``all`` (GRPO: the better ones pushed up,
+    the worse ones pushed down) or ``above_mean``, those with a positive advantage. Pushing a sampled turn
+    down moves its probability onto whatever else the policy could say there, which a small policy may
+    not have learned to say well; pushing the better turns up only sharpens what already worked."""
+    if which == "all":
+        return [True] * len(advantages)
+    if which != "above_mean":
+        raise ValueError(f"unknown rollout selection {which!r}: use all or above_mean")
+    return [a > 0 for a in advantages]
 
 
 def loss_weights(lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token") -> tuple[dict[Hashable, float], int]:

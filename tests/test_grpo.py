@@ -77,6 +77,13 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert [v["update"] for v in validation] == [0, 1, 2] and all(v["episodes"] == 2 for v in validation)
     rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
+    for u in (0, 1):  # each rollout's reward and its advantage within its group of two, every one trained
+        pairs = {}
+        for r in (r for r in rollouts if r["update"] == u):
+            pairs.setdefault(r["task"], []).append(r)
+        for a, b in pairs.values():
+            assert a["advantage"] == pytest.approx(-b["advantage"], abs=1e-3) and a["trained"] and b["trained"]
+            assert (a["reward"] > b["reward"]) == (a["advantage"] > 0) or a["reward"] == b["reward"]
     # the rollouts start from the teacher's bank (what recall answered in the SFT examples), frozen within an update
     start = Bank.load(trained / "collect" / "bank.json").digest()
     assert [len({r["bank"] for r in rollouts if r["update"] == u}) for u in (0, 1)] == [1, 1]
@@ -142,6 +149,21 @@ def test_games_that_all_lost_teach_nothing_unless_every_game_is_trained(trained:
     assert [m["lr"] for m in metrics] == pytest.approx([5e-4, 0.0])  # the schedule still follows the updates
     before, after = _adapter(copy / "sft" / "adapter"), _adapter(copy / "grpo" / "adapter")
     assert all(torch.equal(before[k], after[k]) for k in before)  # not one optimizer step
+
+
+def test_above_mean_trains_only_the_rollouts_that_beat_their_group(trained: Path, tmp_path: Path):
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    run = _grpo(  # guided: valid turns, which differ in the verbs they use and so in the diversity bonus
+        copy, 1, "--set", "grpo.train_rollouts=above_mean", "--set", "grpo.group_size=3", "--set", "grpo.val_every=0",
+        "--set", "model.guided=true", "--set", "grpo.max_tokens=40",
+    )
+    assert run.exit_code == 0, run.stderr
+    rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rollouts) == 6 and all(r["trained"] == (r["advantage"] > 0) for r in rollouts)
+    assert any(r["advantage"] > 0 for r in rollouts) and any(r["advantage"] < 0 for r in rollouts)
+    metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
+    assert 0 < metrics["samples"] < sum(r["turns"] for r in rollouts)  # the worse rollouts' turns were left out
 
 
 def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Path):

@@ -17,6 +17,7 @@ from evoh.objective import (
     kl_k3,
     loss_weights,
     restrict_logits,
+    rollouts_to_train,
     token_logprobs,
 )
 from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
@@ -44,6 +45,14 @@ def test_the_games_an_update_trains_on():
     rewards = [10.9, 0.5, 0.25, 0.5, 0.25, 0.0, 10.5, 10.4, 10.3]
     assert max(abs(a) for a in group_advantages(rewards, games)[3:6]) > 1.0
     assert all(groups_to_train([], [], which) == set() for which in ("all", "contrasting", "won"))
+
+
+def test_the_rollouts_an_update_trains_on():
+    advantages = [1.2, -0.4, -0.8, 0.0, 0.0]
+    assert rollouts_to_train(advantages, "all") == [True] * 5
+    assert rollouts_to_train(advantages, "above_mean") == [True, False, False, False, False]  # a tie with the mean teaches nothing
+    with pytest.raises(ValueError, match="above_mean"):
+        rollouts_to_train(advantages, "best")
 
 
 def test_clipped_loss_matches_a_hand_computation():

@@ -44,6 +44,7 @@ from evoh.objective import (
     kl_k3,
     loss_weights,
     restrict_logits,
+    rollouts_to_train,
     token_logprobs,
 )
 from evoh.policy.guided import Allowed, Vocabulary
@@ -246,7 +247,7 @@ def optimise(
     would move the weights even on a zero gradient)."""
     import torch
 
-    if _reduce(accelerator, len(samples), "sum") == 0:  # no game to learn from (grpo.train_groups)
+    if _reduce(accelerator, len(samples), "sum") == 0:  # nothing to learn from (grpo.train_groups, grpo.train_rollouts)
         with warnings.catch_warnings():  # the schedule stays a function of the update: it advances as if stepped
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             for _ in range(g.minibatches):
@@ -530,7 +531,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             while update < g.updates:
                 tick = time.time()
                 sync_generator()
-                played, rewards, samples, groups = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
+                played, rewards, samples, groups, scores = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
                 stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
@@ -539,7 +540,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 records = _gather(accelerator, [r for _, r in played])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
                 metrics = update_metrics(accelerator, update, records, rewards, (len(samples), groups), stats, seconds)
-                slim = _gather(accelerator, [episode_line(update, key, r) for key, r in played])
+                slim = _gather(accelerator, [episode_line(update, key, r, scores.get(key, {})) for key, r in played])
                 update += 1
                 if g.val_every and (update % g.val_every == 0 or update == g.updates):
                     metrics["validation"] = validate_and_log(update)
@@ -582,7 +583,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
 
 def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Task], update: int, g: GrpoConfig):
-    """This process's share of one update's rollouts: (key, record) pairs, their rewards, and the turns to train on."""
+    """This process's share of one update's rollouts: (key, record) pairs, their rewards, the turns to train on,
+    the number of games trained, and each rollout's reward, advantage and whether it was trained (by key)."""
     chosen = tasks_for_update(tasks, update, g)
     mine = chosen[accelerator.process_index :: accelerator.num_processes]
     jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
@@ -595,15 +597,21 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     games = [k[0] for k, _ in good]
     advantages = group_advantages([x["total"] for x in rewards], games, g.std_normalize)
     trained = groups_to_train([r["won"] for _, r in good], games, g.train_groups)
+    selected = rollouts_to_train(advantages, g.train_rollouts)
+    kept = [key[0] in trained and keep for (key, _), keep in zip(good, selected, strict=True)]
     samples = [
         Sample(prompt, completion, advantage, choices, episode=key)
-        for (key, _), advantage in zip(good, advantages, strict=True)
-        if key[0] in trained
+        for (key, _), advantage, keep in zip(good, advantages, kept, strict=True)
+        if keep
         for prompt, completion, choices in policy.finished.get(key, [])
         if completion
     ]
     policy.finished.clear()
-    return played, rewards, samples, len(trained)
+    scores = {
+        key: {"reward": round(x["total"], 4), "advantage": round(advantage, 4), "trained": keep}
+        for (key, _), x, advantage, keep in zip(good, rewards, advantages, kept, strict=True)
+    }
+    return played, rewards, samples, len(trained), scores
 
 
 def update_metrics(
@@ -622,13 +630,15 @@ def update_metrics(
     }
 
 
-def episode_line(update: int, key: tuple[str, int], record: dict[str, Any]) -> dict[str, Any]:
-    """One rollout in rollouts.jsonl: which game, how it went, what it spent."""
+def episode_line(update: int, key: tuple[str, int], record: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
+    """One rollout in rollouts.jsonl: which game, how it went, what it spent, and what the update made of it
+    (its reward, its advantage in its group, whether its turns were trained; absent after an engine error)."""
     return {
         "update": update, "task": key[0], "rollout": key[1], "won": record["won"], "error": record.get("error"),
         "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS},
         "idle_meta": record["idle_meta"], "invalid_actions": record["invalid_actions"],
         "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
+        **score,
     }
 
 
