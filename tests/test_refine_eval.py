@@ -163,4 +163,6 @@ def test_report_puts_runs_side_by_side(workspace: Path, alfworld_data: Path, tmp
     text = (tmp_path / "report" / "report.md").read_text()
     assert text.startswith("| run | split | pick | look | clean | heat | cool | pick2 | avg |")
     assert text.count("\n| expert-valid_seen") == len(runs) and "![success per task type" in text
+    # the second run is compared game by game with the first: the same two games, the teacher wins both either way
+    assert "| - |\n" in text and "+0 −0 of 2 (p 1.00)" in text
     assert evoh("report", str(tmp_path)).exit_code == 2

@@ -41,7 +41,7 @@ def test_report_reads_summaries_with_and_without_the_won_figure():
     older = {k: v for k, v in summary.items() if k not in ("meta_actions_won", "meta_idle")}  # written before the figures existed
     rows = report.rows([{"label": "now", "summary": summary}, {"label": "before", "summary": older}])
     text = report.markdown(rows, None)
-    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode | idle / episode |")
+    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode | idle / episode | games vs the split's first run |")
     now, before = text.splitlines()[2:4]
-    assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 | 3.00 |")
-    assert before.startswith("| before |") and before.endswith("| - | - |")
+    assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 | 3.00 | - |")
+    assert before.startswith("| before |") and before.endswith("| - | - | - |")  # no episodes to pair either

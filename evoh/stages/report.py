@@ -1,7 +1,13 @@
-"""`evoh report`: several eval runs side by side, as a table, a PNG chart and a Markdown file."""
+"""`evoh report`: several eval runs side by side, as a table, a PNG chart and a Markdown file.
+
+Runs on the same split are also compared game by game with the first of them: which games changed hands
+and whether that is more than chance (an exact McNemar test). A few dozen greedy episodes of two nearby
+policies differ in many games both ways, so a gap of two or three games in success alone says little.
+"""
 
 from __future__ import annotations
 
+from math import comb
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +15,8 @@ import orjson
 
 from evoh.errors import EvohError
 from evoh.harness.turns import META_VERBS
+from evoh.stages.summary import latest
+from evoh.workspace import read_jsonl
 
 COLUMNS = ("pick", "look", "clean", "heat", "cool", "pick2")
 
@@ -24,8 +32,39 @@ def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
         if "per_type" not in summary:
             raise EvohError(f"{file} is not an evaluation summary", hint="pass folders written by evoh eval")
         label = summary.get("name") or file.parent.name
-        runs.append({"label": label, "summary": summary, "path": str(file)})
+        episodes = file.parent / "episodes.jsonl"
+        outcomes = game_outcomes(read_jsonl(episodes).records) if episodes.is_file() else None
+        runs.append({"label": label, "summary": summary, "path": str(file), "outcomes": outcomes})
     return runs
+
+
+def game_outcomes(records: list[dict[str, Any]]) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """Each finished game of a run: whether it was won and the actions taken, by task id."""
+    outcomes = {}
+    for record in latest(records):
+        if not record.get("error"):
+            outcomes[record["task"]["id"]] = (bool(record["won"]), tuple(t.get("action", "") for t in record["trace"]))
+    return outcomes
+
+
+def mcnemar_p(gained: int, lost: int) -> float:
+    """Exact two-sided McNemar p-value: how likely a split at least this uneven of the games that changed
+    hands would be if either run were as likely to win each of them."""
+    changed = gained + lost
+    if changed == 0:
+        return 1.0
+    tail = sum(comb(changed, k) for k in range(min(gained, lost) + 1)) / 2**changed
+    return min(1.0, 2 * tail)
+
+
+def paired(base: dict[str, tuple[bool, tuple[str, ...]]], other: dict[str, tuple[bool, tuple[str, ...]]]) -> dict[str, Any]:
+    """``other`` against ``base`` on the games both finished: games gained and lost, episodes played
+    differently, and the McNemar p-value of the gains against the losses."""
+    shared = base.keys() & other.keys()
+    gained = sum(other[g][0] and not base[g][0] for g in shared)
+    lost = sum(base[g][0] and not other[g][0] for g in shared)
+    different = sum(other[g][1] != base[g][1] for g in shared)
+    return {"games": len(shared), "gained": gained, "lost": lost, "played_differently": different, "p": mcnemar_p(gained, lost)}
 
 
 def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -43,8 +82,20 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["meta_won"] = s.get("meta_actions_won")  # absent from summaries written before it was recorded
         row["meta_idle"] = s.get("meta_idle")  # likewise, and None where the records did not count them
         row.update({f"meta_{verb}": s["meta_per_episode"][verb]["attempted"] for verb in META_VERBS})
+        row["vs"] = None
+        base = next((r for r in runs if r["summary"].get("split") == s.get("split") and r.get("outcomes") is not None), None)
+        if base is not None and base is not run and run.get("outcomes") is not None:
+            row["vs"] = {"run": base["label"], **paired(base["outcomes"], run["outcomes"])}
         table.append(row)
     return table
+
+
+def versus_cell(row: dict[str, Any]) -> str:
+    """A run against the first run on its split: "+gained −lost of games (p), N played differently"."""
+    vs = row["vs"]
+    if vs is None:
+        return "-"
+    return f"+{vs['gained']} −{vs['lost']} of {vs['games']} (p {vs['p']:.2f}), {vs['played_differently']} played differently"
 
 
 def cell(value: float | None, digits: int = 1) -> str:
@@ -58,18 +109,21 @@ def success_cells(row: dict[str, Any]) -> list[str]:
 
 
 def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
-    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode", "idle / episode"]
+    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode", "idle / episode", "games vs the split's first run"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for row in table:
         cells = [row["run"], row["split"]]
         cells += success_cells(row)
         usage = " / ".join(f"{row[f'meta_{v}']:.2f}" for v in META_VERBS)
         cells += [str(row["episodes"]), f"{row['env_steps']:.1f}", f"{row['meta']:.2f} ({usage})"]
-        cells += [cell(row["meta_won"], 2), cell(row["meta_idle"], 2)]
+        cells += [cell(row["meta_won"], 2), cell(row["meta_idle"], 2), versus_cell(row)]
         lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n\nSuccess in %; meta-actions per episode as total (track / commit / recall / note); "
     text += "per won episode apart, since a lost episode calls the harness until its budget runs out; "
     text += "idle: harness calls that spent a step for nothing (refused, changed nothing, or answered as before).\n"
+    text += "Against the split's first run: +games this run won and that one lost, −the reverse, on the games both "
+    text += "finished; p, the exact McNemar p-value of that split (small: more than chance); and how many games "
+    text += "were played with a different sequence of actions.\n"
     if chart:
         text += f"\n![success per task type and meta-actions per episode]({chart})\n"
     return text

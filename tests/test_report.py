@@ -1,0 +1,23 @@
+"""The game-by-game comparison `evoh report` makes between eval runs on the same split."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoh.stages.report import mcnemar_p, paired
+
+
+def test_mcnemar_p_is_the_exact_two_sided_binomial_tail():
+    assert mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(4, 4) == 1.0
+    assert mcnemar_p(0, 5) == pytest.approx(2 / 32)  # five games changed hands, all one way
+    assert mcnemar_p(1, 5) == pytest.approx(2 * (1 + 6) / 64)
+    assert mcnemar_p(5, 1) == mcnemar_p(1, 5)
+    assert mcnemar_p(0, 10) < 0.01 < mcnemar_p(2, 8) < 0.2
+
+
+def test_paired_counts_only_the_games_both_runs_finished():
+    base = {"a": (True, ("go to desk 1",)), "b": (False, ("look",)), "c": (True, ("look",)), "d": (False, ("look",))}
+    other = {"a": (False, ("go to desk 2",)), "b": (True, ("look",)), "c": (True, ("look",)), "e": (True, ("look",))}
+    result = paired(base, other)
+    assert result == {"games": 3, "gained": 1, "lost": 1, "played_differently": 1, "p": 1.0}
