@@ -68,15 +68,13 @@ def report_table(result: dict[str, Any]):
     """Eval runs side by side (rows = runs), as `evoh report` and `evoh run` print them."""
     from rich.table import Table
 
-    from evoh.stages.report import COLUMNS, cell, success_cells
+    from evoh.stages.report import COLUMNS, cell, success_cells, versus_cell
 
     table = Table(title="evaluation runs (success %)", title_justify="left")
     for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won", "idle/ep", "vs first"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
-        vs = row.get("vs")
-        versus = "-" if vs is None else f"+{vs['gained']} −{vs['lost']} ({vs['p']:.2f})"
-        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2), cell(row["meta_idle"], 2), versus)
+        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2), cell(row["meta_idle"], 2), versus_cell(row, detail=False))
     table.caption = "vs first: games won and lost against the first run on the same split (exact McNemar p)\n"
     table.caption += f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"

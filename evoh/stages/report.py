@@ -32,16 +32,17 @@ def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
         if "per_type" not in summary:
             raise EvohError(f"{file} is not an evaluation summary", hint="pass folders written by evoh eval")
         label = summary.get("name") or file.parent.name
-        episodes = file.parent / "episodes.jsonl"
-        outcomes = game_outcomes(read_jsonl(episodes).records) if episodes.is_file() else None
-        runs.append({"label": label, "summary": summary, "path": str(file), "outcomes": outcomes})
+        runs.append({"label": label, "summary": summary, "path": str(file)})
     return runs
 
 
-def game_outcomes(records: list[dict[str, Any]]) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """Each finished game of a run: whether it was won and the actions taken, by task id."""
+def game_outcomes(episodes: Path) -> dict[str, tuple[bool, tuple[str, ...]]] | None:
+    """Each finished game of a run's episodes.jsonl: whether it was won and the actions taken, by task id;
+    None where the run folder kept no episodes (a summary.json passed on its own)."""
+    if not episodes.is_file():
+        return None
     outcomes = {}
-    for record in latest(records):
+    for record in latest(read_jsonl(episodes).records):
         if not record.get("error"):
             outcomes[record["task"]["id"]] = (bool(record["won"]), tuple(t.get("action", "") for t in record["trace"]))
     return outcomes
@@ -68,6 +69,11 @@ def paired(base: dict[str, tuple[bool, tuple[str, ...]]], other: dict[str, tuple
 
 
 def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run; a run with game outcomes is paired with the first such run on its split."""
+    firsts: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if run.get("outcomes") is not None:
+            firsts.setdefault(run["summary"].get("split", ""), run)
     table = []
     for run in runs:
         s = run["summary"]
@@ -83,18 +89,21 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["meta_idle"] = s.get("meta_idle")  # likewise, and None where the records did not count them
         row.update({f"meta_{verb}": s["meta_per_episode"][verb]["attempted"] for verb in META_VERBS})
         row["vs"] = None
-        base = next((r for r in runs if r["summary"].get("split") == s.get("split") and r.get("outcomes") is not None), None)
+        base = firsts.get(s.get("split", ""))
         if base is not None and base is not run and run.get("outcomes") is not None:
             row["vs"] = {"run": base["label"], **paired(base["outcomes"], run["outcomes"])}
         table.append(row)
     return table
 
 
-def versus_cell(row: dict[str, Any]) -> str:
-    """A run against the first run on its split: "+gained −lost of games (p), N played differently"."""
-    vs = row["vs"]
+def versus_cell(row: dict[str, Any], detail: bool = True) -> str:
+    """A run against the first run on its split: "+gained −lost of games (p), N played differently", or
+    "+gained −lost (p)" where a terminal table has no room for more."""
+    vs = row.get("vs")
     if vs is None:
         return "-"
+    if not detail:
+        return f"+{vs['gained']} −{vs['lost']} ({vs['p']:.2f})"
     return f"+{vs['gained']} −{vs['lost']} of {vs['games']} (p {vs['p']:.2f}), {vs['played_differently']} played differently"
 
 
@@ -162,6 +171,8 @@ def chart(table: list[dict[str, Any]], out: Path) -> None:
 
 def run(paths: list[Path], out: Path) -> dict[str, Any]:
     runs = load_runs(paths)
+    for run in runs:
+        run["outcomes"] = game_outcomes(Path(run["path"]).parent / "episodes.jsonl")
     table = rows(runs)
     out.mkdir(parents=True, exist_ok=True)
     png = out / "report.png"
