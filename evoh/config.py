@@ -207,6 +207,9 @@ class GrpoConfig:
     # the rollouts of those games it trains on: all (GRPO's) or above_mean (a positive advantage only:
     # the better rollouts are reinforced, the worse ones left alone rather than pushed down)
     train_rollouts: Literal["all", "above_mean"] = "all"
+    # one rollout of each group decoded greedily, the episode `evoh eval` would play, beside G − 1 sampled ones:
+    # its loops and wins enter the group's comparison, which sampling alone may never reach; false: the paper's
+    greedy_rollout: bool = False
     # how the per-token losses are averaged: token (the paper's: over all tokens, so a long episode weighs by
     # its length) or episode (each episode's tokens average to one term; episodes weigh equally)
     loss_aggregation: Literal["token", "episode"] = "token"

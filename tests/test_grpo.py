@@ -166,6 +166,29 @@ def test_above_mean_trains_only_the_rollouts_that_beat_their_group(trained: Path
     assert 0 < metrics["samples"] < sum(r["turns"] for r in rollouts)  # the worse rollouts' turns were left out
 
 
+def test_a_greedy_rollout_per_group_plays_as_evaluation_would_and_is_trained(trained: Path, tmp_path: Path):
+    runs = {}
+    for seed in (0, 1):  # two games only, so both seeds draw the same ones
+        copy = tmp_path / f"ws{seed}"
+        shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+        run = _grpo(
+            copy, 1, "--set", "grpo.greedy_rollout=true", "--set", "grpo.group_size=3", "--set", "grpo.val_every=0",
+            "--set", "grpo.limit=2", "--set", f"grpo.seed={seed}", "--set", "model.guided=true", "--set", "grpo.max_tokens=40",
+        )
+        assert run.exit_code == 0, run.stderr
+        rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+        assert len(rollouts) == 6 and [r["greedy"] for r in rollouts] == [r["rollout"] == 2 for r in rollouts]
+        metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
+        assert metrics["greedy"]["episodes"] == 2 and metrics["samples"] == sum(r["turns"] for r in rollouts)  # its turns train too
+        runs[seed] = rollouts
+
+    def played(rollouts: list[dict], greedy: bool) -> list:
+        return [(r["task"], r["turns"], r["meta"], r["idle_meta"], r["invalid_actions"]) for r in rollouts if r["greedy"] == greedy]
+
+    assert played(runs[0], True) == played(runs[1], True)  # greedy: the sampling seed changes nothing
+    assert played(runs[0], False) != played(runs[1], False)
+
+
 def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Path):
     copy = tmp_path / "ws"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))

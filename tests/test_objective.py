@@ -20,7 +20,7 @@ from evoh.objective import (
     rollouts_to_train,
     token_logprobs,
 )
-from evoh.stages.grpo import Sample, micro_batches, tasks_for_update
+from evoh.stages.grpo import GroupPolicy, Sample, micro_batches, tasks_for_update
 
 
 def test_group_advantages_compare_rollouts_of_the_same_game_only():
@@ -157,6 +157,36 @@ def test_each_update_draws_its_games_from_the_seed_and_update_alone():
     assert tasks_for_update(games, 5, g) == tasks_for_update(games, 5, g)
     assert tasks_for_update(games, 5, g) != tasks_for_update(games, 6, g)
     assert len(set(tasks_for_update(games, 5, g))) == 16
+
+
+class KeepingPolicy:
+    """Answers with its name and keeps each answer as a sample, as LocalPolicy(keep_samples=True) does."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.keep_samples, self.samples, self.finished, self.calls = name, True, {}, {}, []
+
+    def act(self, views):
+        self.calls.append([v.key for v in views])
+        for v in views:
+            self.samples.setdefault(v.key, []).append(self.name)
+        return [f"{self.name} {v.key}" for v in views]
+
+    def forget(self, key):
+        self.finished[key] = self.samples.pop(key, [])
+
+
+def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy_and_keeps_every_sample():
+    from types import SimpleNamespace
+
+    sampled, greedy = KeepingPolicy("sampled"), KeepingPolicy("greedy")
+    policy = GroupPolicy(sampled, greedy, group_size=3)
+    views = [SimpleNamespace(key=(game, k)) for game in ("a", "b") for k in (2, 0, 1)]
+    assert policy.act(views) == [f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views]  # in the views' order
+    assert sampled.calls == [[("a", 0), ("a", 1), ("b", 0), ("b", 1)]] and greedy.calls == [[("a", 2), ("b", 2)]]  # one batch each
+    for v in views:
+        policy.forget(v.key)
+    assert policy.finished == {v.key: ["greedy" if v.key[1] == 2 else "sampled"] for v in views}
+    assert policy.finished is sampled.finished  # play_update reads and clears the one dictionary
 
 
 def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):

@@ -87,6 +87,9 @@ def update_display() -> Iterator[object]:
                 return
             val = m.get("validation")
             tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+            greedy = m.get("greedy")
+            if greedy:
+                tail = f" | greedy success {100 * greedy['success']:.0f}%  meta {greedy['meta_actions']:.2f}/ep" + tail
             learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
             console.print(
                 f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "

@@ -82,7 +82,9 @@ class VllmPolicy:
     def forget(self, key: Any) -> None:
         self.finished[key] = self.samples.pop(key, [])
 
-    def act(self, views: list[TurnView], temperature: float | None = None) -> list[Completion]:
+    def act(self, views: list[TurnView], temperature: float | None = None, keep: bool | None = None) -> list[Completion]:
+        """Responses at the configured sampling, or at ``temperature``; their tokens are kept for training unless
+        ``keep`` says otherwise (by default only at the configured sampling)."""
         from vllm import SamplingParams
 
         c = self.config
@@ -94,23 +96,28 @@ class VllmPolicy:
         completions = []
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
-            if temperature is None:
+            if temperature is None if keep is None else keep:
                 self.samples.setdefault(view.key, []).append((list(out.prompt_token_ids), produced, {}))
             completions.append(Completion(out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced)))
         return completions
 
 
 class GreedyView:
-    """The vLLM policy answering greedily, for validation, without keeping samples."""
+    """The vLLM policy answering greedily: for validation, without keeping samples, or (``keep_samples``) for
+    the greedy rollout of each GRPO group, whose turns train like the sampled ones."""
 
-    def __init__(self, policy: VllmPolicy) -> None:
+    def __init__(self, policy: VllmPolicy, keep_samples: bool = False) -> None:
         self.policy = policy
+        self.keep_samples = keep_samples
 
     def identity(self) -> dict[str, Any]:
         return {**self.policy.identity(), "sampling": {"temperature": 0.0}}
 
     def forget(self, key: Any) -> None:
-        self.policy.samples.pop(key, None)
+        if self.keep_samples:
+            self.policy.forget(key)
+        else:
+            self.policy.samples.pop(key, None)
 
     def act(self, views: list[TurnView]) -> list[Completion]:
-        return self.policy.act(views, temperature=0.0)
+        return self.policy.act(views, temperature=0.0, keep=self.keep_samples)

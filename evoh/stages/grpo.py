@@ -312,6 +312,40 @@ def optimise(
 # -- rollouts and their figures -------------------------------------------------------------------------
 
 
+class GroupPolicy:
+    """An update's rollout policy with ``grpo.greedy_rollout``: the last rollout of each group (key ``(game,
+    G − 1)``) answers through ``greedy``, the others through ``sampled``. Both keep their turns, in
+    ``sampled``'s dictionaries (the keys never collide), so the update trains on the greedy episode too."""
+
+    def __init__(self, sampled, greedy, group_size: int) -> None:
+        self.sampled, self.greedy, self.last = sampled, greedy, group_size - 1
+        if greedy.keep_samples and hasattr(greedy, "finished"):  # a LocalPolicy of its own; vLLM's view shares them
+            greedy.samples, greedy.finished = sampled.samples, sampled.finished
+
+    @property
+    def finished(self) -> dict[Any, list]:
+        return self.sampled.finished
+
+    def _of(self, key: Any):
+        return self.greedy if key[1] == self.last else self.sampled
+
+    def forget(self, key: Any) -> None:
+        self._of(key).forget(key)
+
+    def act(self, views: list) -> list:
+        answers: list = [None] * len(views)
+        for policy in (self.sampled, self.greedy):
+            at = [i for i, v in enumerate(views) if self._of(v.key) is policy]
+            if at:
+                for i, answer in zip(at, policy.act([views[i] for i in at]), strict=True):
+                    answers[i] = answer
+        return answers
+
+
+def is_greedy_rollout(key: tuple[str, int], g: GrpoConfig) -> bool:
+    return g.greedy_rollout and key[1] == g.group_size - 1
+
+
 def tasks_for_update(tasks: list[Task], update: int, g: GrpoConfig) -> list[Task]:
     """The T games of update ``u``: a function of (seed, u) only, so a resumed run draws the same ones."""
     rng = random.Random(f"{g.seed}:{update}")
@@ -503,10 +537,13 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
             policy = VllmPolicy(base, tokenizer, sampling, g.seed + accelerator.process_index, unwrapped.peft_config["default"].r, g.vllm_memory)
             greedy = GreedyView(policy)
+            greedy_rollouts = GreedyView(policy, keep_samples=True)
         else:
             policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
+            greedy_rollouts = LocalPolicy(dataclasses.replace(sampling, temperature=0.0), g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
         vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
+        rollout_policy = GroupPolicy(policy, greedy_rollouts, g.group_size) if g.greedy_rollout else policy
         versions = iter(range(1, 1 << 30))
 
         def sync_generator() -> None:
@@ -531,7 +568,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             while update < g.updates:
                 tick = time.time()
                 sync_generator()
-                played, rewards, samples, groups, scores = play_update(accelerator, policy, pool, train_settings, bank, tasks, update, g)
+                played, rewards, samples, groups, scores = play_update(accelerator, rollout_policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
                 stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
@@ -540,7 +577,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 records = _gather(accelerator, [r for _, r in played])
                 bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
                 metrics = update_metrics(accelerator, update, records, rewards, (len(samples), groups), stats, seconds)
-                slim = _gather(accelerator, [episode_line(update, key, r, scores.get(key, {})) for key, r in played])
+                if g.greedy_rollout:  # the games as evaluation would play them, before this update's step
+                    metrics["greedy"] = episode_figures(_gather(accelerator, [r for key, r in played if is_greedy_rollout(key, g)]))
+                slim = _gather(accelerator, [episode_line(update, key, r, scores.get(key, {}), is_greedy_rollout(key, g)) for key, r in played])
                 update += 1
                 if g.val_every and (update % g.val_every == 0 or update == g.updates):
                     metrics["validation"] = validate_and_log(update)
@@ -630,11 +669,12 @@ def update_metrics(
     }
 
 
-def episode_line(update: int, key: tuple[str, int], record: dict[str, Any], score: dict[str, Any]) -> dict[str, Any]:
-    """One rollout in rollouts.jsonl: which game, how it went, what it spent, and what the update made of it
-    (its reward, its advantage in its group, whether its turns were trained; absent after an engine error)."""
+def episode_line(update: int, key: tuple[str, int], record: dict[str, Any], score: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
+    """One rollout in rollouts.jsonl: which game, whether it was decoded greedily, how it went, what it spent, and
+    what the update made of it (its reward, its advantage in its group, whether its turns were trained; absent
+    after an engine error)."""
     return {
-        "update": update, "task": key[0], "rollout": key[1], "won": record["won"], "error": record.get("error"),
+        "update": update, "task": key[0], "rollout": key[1], "greedy": greedy, "won": record["won"], "error": record.get("error"),
         "turns": record["turns"], "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS},
         "idle_meta": record["idle_meta"], "invalid_actions": record["invalid_actions"],
         "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
