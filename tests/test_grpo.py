@@ -181,6 +181,9 @@ def test_a_greedy_rollout_per_group_plays_as_evaluation_would_and_is_trained(tra
         metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
         assert metrics["greedy"]["episodes"] == 2 and metrics["samples"] == sum(r["turns"] for r in rollouts)  # its turns train too
         runs[seed] = rollouts
+    plotted = evoh("plot", str(copy), "--json")  # the last run's; the greedy rollouts' success is a curve of its own
+    assert plotted.exit_code == 0, plotted.stderr
+    assert json.loads(plotted.stdout)["greedy_success"] == {"first": metrics["greedy"]["success"], "last": metrics["greedy"]["success"]}
 
     def played(rollouts: list[dict], greedy: bool) -> list:
         return [(r["task"], r["turns"], r["meta"], r["idle_meta"], r["invalid_actions"]) for r in rollouts if r["greedy"] == greedy]

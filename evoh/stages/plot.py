@@ -2,7 +2,8 @@
 
 ``annealing.png`` is the paper's harness-annealing curve: meta-actions per episode against the update,
 one line per verb, with the diversity bonus's weight λ_div beside it. ``success.png`` shows success
-of the training rollouts and of the greedy validation episodes, and the mean reward.
+of the training rollouts (and, with ``grpo.greedy_rollout``, of their greedy ones) and of the greedy
+validation episodes, and the mean reward.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
     plt.close(fig)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    left.plot(updates, [100 * m["success"] for m in metrics], label="training rollouts (sampled)")
+    left.plot(updates, [100 * m["success"] for m in metrics], label="training rollouts")
+    greedy = [m for m in metrics if m.get("greedy")]
+    if greedy:
+        left.plot([m["update"] for m in greedy], [100 * m["greedy"]["success"] for m in greedy], "-s", markersize=3, label="their greedy rollouts")
     if validation:
         left.plot([v["update"] for v in validation], [100 * v["success"] for v in validation], "-o", markersize=3, label="validation (greedy)")
     left.set_xlabel("update")
@@ -86,5 +90,6 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
         "updates": len(metrics),
         "meta_actions": {"first": metrics[0]["meta_actions"], "last": last["meta_actions"]},
         "train_success": {"first": metrics[0]["success"], "last": last["success"]},
+        "greedy_success": {"first": greedy[0]["greedy"]["success"], "last": greedy[-1]["greedy"]["success"]} if greedy else None,
         "validation_success": {"first": validation[0]["success"], "last": validation[-1]["success"]} if validation else None,
     }
