@@ -179,7 +179,7 @@ def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy
     from types import SimpleNamespace
 
     sampled, greedy = KeepingPolicy("sampled"), KeepingPolicy("greedy")
-    policy = GroupPolicy(sampled, greedy, group_size=3)
+    policy = GroupPolicy(sampled, greedy, GrpoConfig(group_size=3, greedy_rollout=True))
     views = [SimpleNamespace(key=(game, k)) for game in ("a", "b") for k in (2, 0, 1)]
     assert policy.act(views) == [f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views]  # in the views' order
     assert sampled.calls == [[("a", 0), ("a", 1), ("b", 0), ("b", 1)]] and greedy.calls == [[("a", 2), ("b", 2)]]  # one batch each

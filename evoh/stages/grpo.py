@@ -312,14 +312,19 @@ def optimise(
 # -- rollouts and their figures -------------------------------------------------------------------------
 
 
-class GroupPolicy:
-    """An update's rollout policy with ``grpo.greedy_rollout``: the last rollout of each group (key ``(game,
-    G − 1)``) answers through ``greedy``, the others through ``sampled``. Both keep their turns, in
-    ``sampled``'s dictionaries (the keys never collide), so the update trains on the greedy episode too."""
+def is_greedy_rollout(key: tuple[str, int], g: GrpoConfig) -> bool:
+    """Whether rollout ``key`` = (game, index) is its group's greedy one: the last, with ``grpo.greedy_rollout``."""
+    return g.greedy_rollout and key[1] == g.group_size - 1
 
-    def __init__(self, sampled, greedy, group_size: int) -> None:
-        self.sampled, self.greedy, self.last = sampled, greedy, group_size - 1
-        if greedy.keep_samples and hasattr(greedy, "finished"):  # a LocalPolicy of its own; vLLM's view shares them
+
+class GroupPolicy:
+    """An update's rollout policy with ``grpo.greedy_rollout``: each group's greedy rollout answers through
+    ``greedy``, the others through ``sampled``. Both keep their turns, in ``sampled``'s dictionaries (the
+    keys never collide), so the update trains on the greedy episode too."""
+
+    def __init__(self, sampled, greedy, g: GrpoConfig) -> None:
+        self.sampled, self.greedy, self.g = sampled, greedy, g
+        if hasattr(greedy, "finished"):  # a LocalPolicy of its own; vLLM's greedy view keeps them in `sampled` already
             greedy.samples, greedy.finished = sampled.samples, sampled.finished
 
     @property
@@ -327,7 +332,7 @@ class GroupPolicy:
         return self.sampled.finished
 
     def _of(self, key: Any):
-        return self.greedy if key[1] == self.last else self.sampled
+        return self.greedy if is_greedy_rollout(key, self.g) else self.sampled
 
     def forget(self, key: Any) -> None:
         self._of(key).forget(key)
@@ -340,10 +345,6 @@ class GroupPolicy:
                 for i, answer in zip(at, policy.act([views[i] for i in at]), strict=True):
                     answers[i] = answer
         return answers
-
-
-def is_greedy_rollout(key: tuple[str, int], g: GrpoConfig) -> bool:
-    return g.greedy_rollout and key[1] == g.group_size - 1
 
 
 def tasks_for_update(tasks: list[Task], update: int, g: GrpoConfig) -> list[Task]:
@@ -537,13 +538,17 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
             policy = VllmPolicy(base, tokenizer, sampling, g.seed + accelerator.process_index, unwrapped.peft_config["default"].r, g.vllm_memory)
             greedy = GreedyView(policy)
-            greedy_rollouts = GreedyView(policy, keep_samples=True)
         else:
             policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
-            greedy_rollouts = LocalPolicy(dataclasses.replace(sampling, temperature=0.0), g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
         vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
-        rollout_policy = GroupPolicy(policy, greedy_rollouts, g.group_size) if g.greedy_rollout else policy
+        rollout_policy = policy
+        if g.greedy_rollout:  # at the rollouts' response cap, keeping its turns to train on
+            greedy_rollouts = (
+                GreedyView(policy, keep_samples=True) if generator == "vllm"
+                else LocalPolicy(dataclasses.replace(sampling, temperature=0.0), g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
+            )
+            rollout_policy = GroupPolicy(policy, greedy_rollouts, g)
         versions = iter(range(1, 1 << 30))
 
         def sync_generator() -> None:
