@@ -132,6 +132,25 @@ def test_the_record_holds_what_design_md_lists():
     assert set(record["meta"]) == {"track", "commit", "recall", "note"}
 
 
+def test_a_skill_learned_from_a_won_episode_leaves_out_its_detours_through_other_objects():
+    ep = episode()
+    ep.act("<action>go to desk 1</action>")
+    ep.observe(Step("You arrive at loc 3. On the desk 1, you see a pen 1, and a pencil 2.", ("take pen 1 from desk 1", "take pencil 2 from desk 1"), False, False, 1))
+    ep.act("<action>take pencil 2 from desk 1</action>")
+    ep.observe(Step("You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",), False, False, 2))
+    ep.act("<action>put pencil 2 in/on desk 1</action>")
+    ep.observe(Step("You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",), False, False, 3))
+    ep.act("<action>take pen 1 from desk 1</action>")
+    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("go to shelf 1",), False, False, 4))
+    ep.act("<action>go to shelf 1</action>")
+    ep.observe(Step("You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",), False, False, 5))
+    ep.act("<action>put pen 1 in/on shelf 1</action>")
+    ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, 6))
+    record = ep.record()
+    assert record["won"] and record["found_at"] == {"pen": ["desk"], "pencil": ["desk"]}
+    assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+
+
 def test_an_engine_error_ends_the_episode_with_the_error_recorded():
     ep = episode()
     ep.act("<action>go to desk 1</action>")

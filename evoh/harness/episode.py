@@ -353,7 +353,11 @@ class Episode:
         return {k: sorted(v) for k, v in sorted(found.items())}
 
     def procedure(self) -> str:
-        """The won episode's key actions with the goal's object and target named by role."""
+        """The won episode's key actions with the goal's object and target named by role.
+
+        Only the steps that act on the goal's object (and a look task's lamp) are kept: a detour through other
+        objects (``take soapbar from countertop``) would otherwise be stored as the task's skill, and a policy
+        that recalls it copies those objects' names into its next ``recall [where to find …]``."""
         if not self.goal or not self.won:
             return ""
         obj, target = self.goal.object, self.goal.target
@@ -371,6 +375,8 @@ class Episode:
             words = words.replace(" in/on ", " in ").replace("move the object to", "put the object in")
             words = re.sub(r"^take the object from .*$", "take the object", words)
             words = re.sub(r"^use the target$", "turn on the target lamp", words)
+            if "the object" not in words and words != "turn on the target lamp":
+                continue
             if not steps or steps[-1] != words:
                 steps.append(words)
         return f"{self.goal.task} task: find the object (open closed receptacles), " + ", then ".join(steps)
