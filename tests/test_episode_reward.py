@@ -32,6 +32,16 @@ def episode(**settings) -> Episode:
     return ep
 
 
+def take_the_pen_to_the_shelf(ep: Episode, steps: int) -> None:
+    """From the desk, after ``steps`` steps: take pen 1 and put it on the shelf, which wins."""
+    ep.act("<action>take pen 1 from desk 1</action>")
+    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("go to shelf 1",), False, False, steps + 1))
+    ep.act("<action>go to shelf 1</action>")
+    ep.observe(Step("You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",), False, False, steps + 2))
+    ep.act("<action>put pen 1 in/on shelf 1</action>")
+    ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, steps + 3))
+
+
 def test_free_meta_actions_do_not_spend_the_budget_until_the_cap():
     ep = episode(max_steps=3, free_meta_cap=2)
     assert ep.act("<action>commit [find pen]</action>") is None
@@ -116,12 +126,7 @@ def test_the_record_holds_what_design_md_lists():
     ep = episode()
     ep.act("<think>Desks hold pens.</think><action>go to desk 1</action>")
     ep.observe(arrive(1))
-    ep.act("<action>take pen 1 from desk 1</action>")
-    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("go to shelf 1",), False, False, 2))
-    ep.act("<action>go to shelf 1</action>")
-    ep.observe(Step("You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",), False, False, 3))
-    ep.act("<action>put pen 1 in/on shelf 1</action>")
-    ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, 4))
+    take_the_pen_to_the_shelf(ep, 1)
     record = ep.record()
     assert record["won"] and ep.done and record["env_steps"] == 4 and record["turns"] == 4
     assert record["found_at"] == {"pen": ["desk"]}
@@ -140,12 +145,7 @@ def test_a_skill_learned_from_a_won_episode_leaves_out_its_detours_through_other
     ep.observe(Step("You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",), False, False, 2))
     ep.act("<action>put pencil 2 in/on desk 1</action>")
     ep.observe(Step("You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",), False, False, 3))
-    ep.act("<action>take pen 1 from desk 1</action>")
-    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("go to shelf 1",), False, False, 4))
-    ep.act("<action>go to shelf 1</action>")
-    ep.observe(Step("You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",), False, False, 5))
-    ep.act("<action>put pen 1 in/on shelf 1</action>")
-    ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, 6))
+    take_the_pen_to_the_shelf(ep, 3)
     record = ep.record()
     assert record["won"] and record["found_at"] == {"pen": ["desk"], "pencil": ["desk"]}
     assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
