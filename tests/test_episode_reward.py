@@ -151,6 +151,22 @@ def test_a_skill_learned_from_a_won_episode_leaves_out_its_detours_through_other
     assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
 
 
+def test_a_skill_leaves_out_the_objects_own_detours_a_set_down_it_undid_and_a_cooling_the_task_did_not_ask_for():
+    ep = episode()
+    ep.act("<action>go to desk 1</action>")
+    ep.observe(arrive(1))
+    ep.act("<action>take pen 1 from desk 1</action>")
+    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("cool pen 1 with fridge 1", "put pen 1 in/on desk 1"), False, False, 2))
+    ep.act("<action>cool pen 1 with fridge 1</action>")
+    ep.observe(Step("You cool the pen 1 using the fridge 1.", ("put pen 1 in/on desk 1",), False, False, 3))
+    ep.act("<action>put pen 1 in/on desk 1</action>")
+    ep.observe(Step("You put the pen 1 in/on the desk 1.", ("take pen 1 from desk 1",), False, False, 4))
+    take_the_pen_to_the_shelf(ep, 4)
+    record = ep.record()
+    assert record["won"] and record["env_steps"] == 7
+    assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+
+
 def test_an_engine_error_ends_the_episode_with_the_error_recorded():
     ep = episode()
     ep.act("<action>go to desk 1</action>")

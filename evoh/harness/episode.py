@@ -357,7 +357,9 @@ class Episode:
 
         Only the steps that act on the goal's object (and a look task's lamp) are kept: a detour through other
         objects (``take soapbar from countertop``) would otherwise be stored as the task's skill, and a policy
-        that recalls it copies those objects' names into its next ``recall [where to find …]``."""
+        that recalls it copies those objects' names into its next ``recall [where to find …]``. For the same
+        reason the object's own detours go too: a set-down it undid (put it somewhere else, take it again) and
+        a heat, cool or clean the task does not ask for."""
         if not self.goal or not self.won:
             return ""
         obj, target = self.goal.object, self.goal.target
@@ -376,6 +378,11 @@ class Episode:
             words = re.sub(r"^take the object from .*$", "take the object", words)
             words = re.sub(r"^use the target$", "turn on the target lamp", words)
             if "the object" not in words and words != "turn on the target lamp":
+                continue
+            if verb in ("heat", "cool", "clean") and verb != self.goal.task:
+                continue
+            if words == "take the object" and steps and steps[-1].startswith("put the object in ") and steps[-1] != "put the object in the target":
+                steps.pop()  # the set-down was undone
                 continue
             if not steps or steps[-1] != words:
                 steps.append(words)
