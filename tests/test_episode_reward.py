@@ -32,12 +32,22 @@ def episode(**settings) -> Episode:
     return ep
 
 
+PEN_TO_SHELF_SKILL = "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+
+
+def play(ep: Episode, moves: list[tuple[str, str, tuple[str, ...]]], first_step: int) -> None:
+    """Plays (action, observation, admissible commands) moves that neither win nor end the episode."""
+    for n, (action, text, admissible) in enumerate(moves, first_step):
+        ep.act(f"<action>{action}</action>")
+        ep.observe(Step(text, admissible, False, False, n))
+
+
 def take_the_pen_to_the_shelf(ep: Episode, steps: int) -> None:
     """From the desk, after ``steps`` steps: take pen 1 and put it on the shelf, which wins."""
-    ep.act("<action>take pen 1 from desk 1</action>")
-    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("go to shelf 1",), False, False, steps + 1))
-    ep.act("<action>go to shelf 1</action>")
-    ep.observe(Step("You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",), False, False, steps + 2))
+    play(ep, [
+        ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to shelf 1",)),
+        ("go to shelf 1", "You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",)),
+    ], steps + 1)
     ep.act("<action>put pen 1 in/on shelf 1</action>")
     ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, steps + 3))
 
@@ -130,7 +140,7 @@ def test_the_record_holds_what_design_md_lists():
     record = ep.record()
     assert record["won"] and ep.done and record["env_steps"] == 4 and record["turns"] == 4
     assert record["found_at"] == {"pen": ["desk"]}
-    assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+    assert record["procedure"] == PEN_TO_SHELF_SKILL
     assert record["belief"]["objects"]["pen 1"]["where"] == "shelf 1"
     assert record["protocol"]["parser"] == "turn/1" and record["protocol"]["prompt"] == "prompt/1"
     assert [t["action"] for t in record["trace"]][0] == "go to desk 1" and record["trace"][-1]["outcome"] == "won"
@@ -139,32 +149,31 @@ def test_the_record_holds_what_design_md_lists():
 
 def test_a_skill_learned_from_a_won_episode_leaves_out_its_detours_through_other_objects():
     ep = episode()
-    ep.act("<action>go to desk 1</action>")
-    ep.observe(Step("You arrive at loc 3. On the desk 1, you see a pen 1, and a pencil 2.", ("take pen 1 from desk 1", "take pencil 2 from desk 1"), False, False, 1))
-    ep.act("<action>take pencil 2 from desk 1</action>")
-    ep.observe(Step("You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",), False, False, 2))
-    ep.act("<action>put pencil 2 in/on desk 1</action>")
-    ep.observe(Step("You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",), False, False, 3))
+    play(ep, [
+        ("go to desk 1", "You arrive at loc 3. On the desk 1, you see a pen 1, and a pencil 2.",
+         ("take pen 1 from desk 1", "take pencil 2 from desk 1")),
+        ("take pencil 2 from desk 1", "You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",)),
+        ("put pencil 2 in/on desk 1", "You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",)),
+    ], 1)
     take_the_pen_to_the_shelf(ep, 3)
     record = ep.record()
     assert record["won"] and record["found_at"] == {"pen": ["desk"], "pencil": ["desk"]}
-    assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+    assert record["procedure"] == PEN_TO_SHELF_SKILL
 
 
 def test_a_skill_leaves_out_the_objects_own_detours_a_set_down_it_undid_and_a_cooling_the_task_did_not_ask_for():
     ep = episode()
     ep.act("<action>go to desk 1</action>")
     ep.observe(arrive(1))
-    ep.act("<action>take pen 1 from desk 1</action>")
-    ep.observe(Step("You pick up the pen 1 from the desk 1.", ("cool pen 1 with fridge 1", "put pen 1 in/on desk 1"), False, False, 2))
-    ep.act("<action>cool pen 1 with fridge 1</action>")
-    ep.observe(Step("You cool the pen 1 using the fridge 1.", ("put pen 1 in/on desk 1",), False, False, 3))
-    ep.act("<action>put pen 1 in/on desk 1</action>")
-    ep.observe(Step("You put the pen 1 in/on the desk 1.", ("take pen 1 from desk 1",), False, False, 4))
+    play(ep, [
+        ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("cool pen 1 with fridge 1", "put pen 1 in/on desk 1")),
+        ("cool pen 1 with fridge 1", "You cool the pen 1 using the fridge 1.", ("put pen 1 in/on desk 1",)),
+        ("put pen 1 in/on desk 1", "You put the pen 1 in/on the desk 1.", ("take pen 1 from desk 1",)),
+    ], 2)
     take_the_pen_to_the_shelf(ep, 4)
     record = ep.record()
     assert record["won"] and record["env_steps"] == 7
-    assert record["procedure"] == "pick task: find the object (open closed receptacles), take the object, then put the object in the target"
+    assert record["procedure"] == PEN_TO_SHELF_SKILL
 
 
 def test_an_engine_error_ends_the_episode_with_the_error_recorded():

@@ -381,10 +381,11 @@ class Episode:
                 continue
             if verb in ("heat", "cool", "clean") and verb != self.goal.task:
                 continue
-            if words == "take the object" and steps and steps[-1].startswith("put the object in ") and steps[-1] != "put the object in the target":
+            last = steps[-1] if steps else ""
+            if words == "take the object" and last.startswith("put the object in ") and last != "put the object in the target":
                 steps.pop()  # the set-down was undone
                 continue
-            if not steps or steps[-1] != words:
+            if words != last:
                 steps.append(words)
         return f"{self.goal.task} task: find the object (open closed receptacles), " + ", then ".join(steps)
 
