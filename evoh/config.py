@@ -172,6 +172,9 @@ class RewardConfig:
     diversity: Literal["bpe_coverage", "verb_ratio"] = "bpe_coverage"
     spam: float = 0.1  # λ_spam
     spam_cap: int = 10
+    # what S counts: back_to_back (the paper's: turns that repeat the turn before) or seen_before
+    # (environment steps whose action and observation the episode had already seen: walks between two places)
+    spam_counts: Literal["back_to_back", "seen_before"] = "back_to_back"
     invalid: float = 0.1  # λ_inv
     idle_meta: float = 0.0  # λ_idle per harness call that spent a step for nothing (see harness/reward.py); 0: the paper's reward
 

@@ -176,6 +176,22 @@ def test_a_skill_leaves_out_the_objects_own_detours_a_set_down_it_undid_and_a_co
     assert record["procedure"] == PEN_TO_SHELF_SKILL
 
 
+def test_a_walk_back_to_a_place_where_nothing_changed_is_a_revisit_and_a_return_after_a_change_is_not():
+    ep = episode(max_steps=30)
+    desk = ("go to desk 1", "You arrive at loc 3. On the desk 1, you see a pen 1.", ("go to drawer 1", "take pen 1 from desk 1"))
+    drawer = ("go to drawer 1", "You arrive at loc 1. The drawer 1 is closed.", ("go to desk 1",))
+    play(ep, [desk, drawer, desk, drawer, desk], 1)  # a walk between two places: nothing back to back
+    walked = ep.record()
+    assert walked["repeats"] == 0 and walked["revisits"] == 3
+    play(ep, [("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to drawer 1",)), drawer,
+              ("go to desk 1", "You arrive at loc 3. On the desk 1, you see nothing.", ("go to drawer 1",))], 6)
+    assert ep.record()["revisits"] == 4  # the drawer again; the desk looks different without the pen
+    counts = {k: ep.record()[k] for k in ("repeats", "revisits")}
+    paper, seen = RewardConfig(spam_cap=50), RewardConfig(spam_cap=50, spam_counts="seen_before")
+    assert reward(record(won=False, **counts), paper)["spam"] == 0
+    assert reward(record(won=False, **counts), seen)["spam"] == pytest.approx(-0.4)
+
+
 def test_an_engine_error_ends_the_episode_with_the_error_recorded():
     ep = episode()
     ep.act("<action>go to desk 1</action>")

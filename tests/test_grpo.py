@@ -18,7 +18,7 @@ pytestmark = pytest.mark.engine
 
 METRICS = {
     "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
-    "meta_per_episode", "meta_idle", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
+    "meta_per_episode", "meta_idle", "revisits", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
     "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "groups_trained", "rollout_seconds", "update_seconds",
 }
 

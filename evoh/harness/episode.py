@@ -345,6 +345,20 @@ class Episode:
         """Turns whose action equals the turn before's: the S of the spam penalty."""
         return sum(1 for a, b in zip(self.actions, self.actions[1:]) if b and a == b)
 
+    def revisits(self) -> int:
+        """Environment steps whose action and observation this episode had already seen: a walk back to a place
+        where nothing changed, a receptacle reopened. They cost a step and show nothing new; a walk between two
+        places, the way small policies lose games, repeats no action back to back."""
+        seen: set[tuple[str, str]] = set()
+        count = 0
+        for entry in self.trace:
+            if entry["kind"] != "env" or not entry["executed"]:
+                continue
+            key = (entry["action"], entry["result"])
+            count += key in seen
+            seen.add(key)
+        return count
+
     def found_at(self) -> dict[str, list[str]]:
         """Object type -> receptacle types where this episode first saw objects of that type."""
         found: dict[str, set[str]] = {}
@@ -413,6 +427,7 @@ class Episode:
             "idle_meta": {verb: self.idle_meta[verb] for verb in META_VERBS},
             "repeats": self.repeats(),
             "max_repeat": self.max_repeat(),
+            "revisits": self.revisits(),
             "notes": self.notes,
             "recalled": self.recalled_ids,
             "found_at": self.found_at(),

@@ -9,6 +9,9 @@ calls that spent a step for nothing: refused (a new subgoal for a full plan), a 
 that left the harness as it was, a track whose question got the same answer before. The paper charges
 such calls only through R_eff, which a lost episode does not have, and S counts only back-to-back
 repeats: a lost rollout that commits a done subgoal every few turns costs no more than one that does not.
+With ``spam_counts = "seen_before"`` (evoh's, off by default) S counts instead the environment steps whose
+action and observation the episode had already seen: a small policy loses games walking between two places,
+which repeats no action back to back.
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
 
 
 def reward(episode: dict[str, Any], weights: RewardConfig, update: int = 0) -> dict[str, Any]:
-    """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats,
-    invalid_actions, idle_meta)."""
+    """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats or
+    revisits, invalid_actions, idle_meta)."""
     won = 1.0 if episode["won"] else 0.0
     t_max = episode["protocol"]["max_steps"]
     efficiency = won * max(0, t_max - episode["turns"]) / t_max
     lam_div = diversity_weight(update, weights)
     div = diversity(episode["meta"], weights.diversity)
-    spam = min(episode["repeats"], weights.spam_cap)
+    repeats = episode["revisits"] if weights.spam_counts == "seen_before" else episode["repeats"]
+    spam = min(repeats, weights.spam_cap)
     invalid = episode["invalid_actions"]
     idle = sum(episode["idle_meta"].values())
     parts = {

@@ -364,6 +364,7 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         "meta_actions_won": summary["meta_actions_won"],
         "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
         "meta_idle": summary["meta_idle"],
+        "revisits": summary["revisits"],
         "invalid_rate": summary["invalid_rate"],
         "env_steps": summary["env_steps"],
         "turns": summary["turns"],

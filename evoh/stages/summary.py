@@ -53,6 +53,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         },
         # harness calls that spent a step for nothing (records written before evoh counted them have none)
         "meta_idle": mean(idle) if (idle := [sum(r["idle_meta"].values()) for r in finished if "idle_meta" in r]) else None,
+        # environment steps that repeated one already seen, action and observation (earlier records have none)
+        "revisits": mean(seen) if (seen := [r["revisits"] for r in finished if "revisits" in r]) else None,
         "invalid_rate": (sum(r["invalid_actions"] for r in finished) / turns) if turns else 0.0,
         "tokens_per_episode": avg([r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]),
         "grammar": sorted({r["task"]["grammar"] for r in records}),
