@@ -92,6 +92,8 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
 
     again = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))
     assert not any(again.values())
+    alone = _stages(evoh("run", str(recipe), "-w", str(ws), "--set", 'run.stages=["eval", "export"]', "--json"))
+    assert alone == {"eval/grpo-valid_seen": False, "export": False}  # keyed as in the whole recipe: not measured again
     table = evoh("run", str(recipe), "-w", str(ws))  # what a person sees: stages, then the evaluations side by side
     assert table.exit_code == 0 and "skipped" in table.stdout and "evaluation runs" in table.stdout
     assert "grpo-valid_seen" in table.stdout and "done before with these settings" in table.stderr
