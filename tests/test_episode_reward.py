@@ -185,8 +185,9 @@ def test_a_walk_back_to_a_place_where_nothing_changed_is_a_revisit_and_a_return_
     assert walked["repeats"] == 0 and walked["revisits"] == 3
     play(ep, [("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to drawer 1",)), drawer,
               ("go to desk 1", "You arrive at loc 3. On the desk 1, you see nothing.", ("go to drawer 1",))], 6)
-    assert ep.record()["revisits"] == 4  # the drawer again; the desk looks different without the pen
-    counts = {k: ep.record()[k] for k in ("repeats", "revisits")}
+    final = ep.record()
+    assert final["revisits"] == 4  # the drawer again; the desk looks different without the pen
+    counts = {k: final[k] for k in ("repeats", "revisits")}
     paper, seen = RewardConfig(spam_cap=50), RewardConfig(spam_cap=50, spam_counts="seen_before")
     assert reward(record(won=False, **counts), paper)["spam"] == 0
     assert reward(record(won=False, **counts), seen)["spam"] == pytest.approx(-0.4)

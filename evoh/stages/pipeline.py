@@ -142,13 +142,13 @@ class Pipeline:
         if stage == "model":  # hashing the weights is costly for a large model: once per run
             self.keys["model"] = fingerprint(weights_identity(Path(self.recipe.sft.model)))
             return self.keys["model"]
-        manifest = self.workspace.path(stage) / MANIFEST
-        if not manifest.exists():
-            return "absent"
-        digest, entry = file_sha256(manifest), self.state.get(stage, {})
         # a stage this pipeline finished earlier and left as it was: the key it ran with, so that a recipe
         # naming fewer stages keys the later ones as the whole recipe does, and neither measures them again
-        return entry["key"] if entry.get("manifest_sha256") == digest else digest
+        key = self.state.get(stage, {}).get("key")
+        if key and self._finished_with(stage, key):
+            return key
+        manifest = self.workspace.path(stage) / MANIFEST
+        return file_sha256(manifest) if manifest.exists() else "absent"
 
     def _relative(self, path: str) -> str:
         """A path inside the workspace as relative to its root; any other path as it is."""
