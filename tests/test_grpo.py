@@ -282,3 +282,32 @@ def test_two_gloo_processes_share_an_update(tiny_model: Path, tmp_path: Path):
     assert metrics["episodes"] == 4  # both processes' episodes, gathered
     ranks = {p.name for p in (tmp_path / "grpo" / "checkpoints" / "step_000001").iterdir()}
     assert {"rng_rank0.pt", "rng_rank1.pt"} <= ranks
+
+
+def test_the_sft_anchor_reads_refines_examples_as_the_rollouts_turns_are_encoded(trained: Path, tmp_path: Path):
+    from transformers import AutoTokenizer
+
+    from evoh.errors import EvohError
+    from evoh.stages.grpo import sft_examples, sft_examples_file
+    from evoh.workspace import Workspace
+
+    tokenizer = AutoTokenizer.from_pretrained(trained / "sft" / "adapter")
+    path = sft_examples_file(Workspace(trained))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    examples = sft_examples(path, tokenizer)
+    assert len(examples) == len(rows) > 0
+    for row, example in zip(rows, examples, strict=True):
+        system, user, answer = row["messages"]
+        prompt = tokenizer.apply_chat_template([system, user], tokenize=False, add_generation_prompt=True)
+        assert tokenizer.decode(example.prompt) == prompt  # the prompt a rollout's turn starts from
+        assert tokenizer.decode(example.prompt + example.completion) == tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        action = answer["content"][answer["content"].index("<action>") :]
+        assert action in tokenizer.decode(example.completion)  # the response is what the loss is on
+    with pytest.raises(EvohError, match="evoh refine"):
+        sft_examples_file(Workspace(tmp_path))
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    run = _grpo(copy, 1, "--set", "grpo.sft_weight=0.5", "--set", "grpo.sft_examples=2", "--set", "grpo.val_every=0")
+    assert run.exit_code == 0, run.stderr
+    metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
+    assert metrics["sft_loss"] > 0 and metrics["samples"] > 0

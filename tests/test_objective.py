@@ -318,3 +318,38 @@ def test_episode_aggregation_weighs_a_long_lost_episode_like_a_short_won_one(tin
     assert torch.allclose(by_episode[0], by_token[0], atol=1e-6)
     # while over tokens the longer lost episode pulls harder
     assert not torch.allclose(by_token[0], by_token[1], atol=1e-4)
+
+
+def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_would_not_move(tiny_model: Path):
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from evoh.stages.grpo import forward_logprobs, optimise
+
+    rng = random.Random(6)
+    rollouts = [Sample([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)], 0.0) for _ in range(4)]
+    anchor = [Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(5)], 0.0) for _ in range(3)]
+
+    def nll(model) -> float:
+        with torch.no_grad():
+            logp, _, mask = forward_logprobs(model, anchor, 0, 1.0, "cpu")
+        return float(-(logp * mask).sum() / mask.sum())
+
+    def step(weight: float):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(tiny_model)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        before = nll(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+        g = GrpoConfig(kl=0.0, sft_weight=weight, sft_examples=3, max_grad_norm=1e9)
+        stats = optimise(Accelerator(cpu=True), model, optimizer, scheduler, rollouts, g, pad_id=0, seed=0, anchor=anchor)
+        return before, nll(model), stats
+
+    before, after, stats = step(0.0)  # every advantage 0: the policy loss has no gradient
+    assert after == pytest.approx(before, abs=1e-6) and stats["sft_loss"] is None
+    before, after, stats = step(1.0)
+    assert stats["sft_loss"] == pytest.approx(before, rel=1e-4)  # measured before the step moved anything
+    assert after < before - 0.05

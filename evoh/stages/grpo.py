@@ -238,13 +238,52 @@ def score_samples(model, samples: list[Sample], g: GrpoConfig, pad_id: int, devi
                     s.ref_logp = logp[row][mask[row]].cpu()
 
 
+def sft_examples_file(workspace: Workspace) -> Path:
+    """refine's training examples, the anchor of ``grpo.sft_weight``; refused before anything loads when absent."""
+    path = workspace.path("refine") / "train.jsonl"
+    if not path.exists():
+        raise EvohError(f"grpo.sft_weight needs the SFT examples at {path}", hint="run `evoh refine` first, or set grpo.sft_weight = 0")
+    return path
+
+
+def sft_examples(path: Path, tokenizer) -> list[Sample]:
+    """SFT examples (chat messages ending with the response) as (prompt, response) token ids, encoded as the
+    rollouts' turns are."""
+    examples = []
+    for row in read_jsonl(path).records:
+        messages = row["messages"]
+        prompt = tokenizer(tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
+        whole = tokenizer(tokenizer.apply_chat_template(messages, tokenize=False), add_special_tokens=False)["input_ids"]
+        if len(whole) > len(prompt) and whole[: len(prompt)] == prompt:  # the response extends its prompt token for token
+            examples.append(Sample(prompt, whole[len(prompt) :], 0.0))
+    if not examples:
+        raise EvohError(f"no example in {path} ends with a response the chat template appends to its prompt", hint="set grpo.sft_weight = 0")
+    return examples
+
+
+def sft_loss(accelerator, model, examples: list[Sample], g: GrpoConfig, pad_id: int) -> float:
+    """Backward of ``sft_weight`` × the mean negative log-likelihood of the examples' response tokens (at
+    temperature 1, unguided, as stage one trained them), left unsynchronised for the step's last policy
+    micro-batch to all-reduce; returns that mean."""
+    nll, tokens = 0.0, sum(len(s.completion) for s in examples)
+    with accelerator.no_sync(model):
+        for batch in micro_batches(examples, g.micro_batch_tokens):
+            logp, _, mask = forward_logprobs(model, batch, pad_id, 1.0, accelerator.device)
+            total = -(logp * mask).sum()
+            accelerator.backward(total * (g.sft_weight / tokens))
+            nll += float(total.detach())
+    return nll / tokens
+
+
 def optimise(
-    accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int, vocabulary: Vocabulary | None = None
+    accelerator, model, optimizer, scheduler, samples: list[Sample], g: GrpoConfig, pad_id: int, seed: int,
+    vocabulary: Vocabulary | None = None, anchor: list[Sample] | None = None,
 ) -> dict[str, float | None]:
     """``minibatches`` optimizer steps over the update's samples; the loss averaged over tokens or episodes
-    (``loss_aggregation``), gradient accumulation over micro-batches, clipping. Every process makes the same
-    number of steps and one synchronised backward each; none when no process has a sample (Adam's momentum
-    would move the weights even on a zero gradient)."""
+    (``loss_aggregation``), gradient accumulation over micro-batches, clipping; with ``anchor`` (SFT examples),
+    ``grpo.sft_weight`` × their loss joins each step. Every process makes the same number of steps and one
+    synchronised backward each; none when no process has a sample (Adam's momentum would move the weights even
+    on a zero gradient)."""
     import torch
 
     if _reduce(accelerator, len(samples), "sum") == 0:  # nothing to learn from (grpo.train_groups, grpo.train_rollouts)
@@ -252,7 +291,7 @@ def optimise(
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             for _ in range(g.minibatches):
                 scheduler.step()
-        return {**dict.fromkeys((*TOKEN_FIGURES, "grad_norm")), "lr": scheduler.get_last_lr()[0]}
+        return {**dict.fromkeys((*TOKEN_FIGURES, "grad_norm", "sft_loss")), "lr": scheduler.get_last_lr()[0]}
     unwrapped = accelerator.unwrap_model(model)
     device = accelerator.device
     order = list(range(len(samples)))
@@ -263,8 +302,11 @@ def optimise(
     model.train()  # dropout is off (load_trainable): train mode only lets gradient checkpointing engage
     totals = dict.fromkeys(TOKEN_FIGURES, 0.0)
     tokens_trained = 0.0
-    grad_norms = []
+    grad_norms, anchor_losses = [], []
     for step, part in enumerate(parts):
+        if anchor and g.sft_weight > 0:
+            drawn = random.Random(seed * 7 + step).sample(anchor, min(g.sft_examples, len(anchor)))
+            anchor_losses.append(sft_loss(accelerator, model, drawn, g, pad_id))
         weights, units = loss_weights([len(s.completion) for s in part], [s.episode for s in part], g.loss_aggregation)
         scale = accelerator.num_processes / max(_reduce(accelerator, units, "sum"), 1.0)  # DDP averages gradients over processes
         batches = micro_batches(part, g.micro_batch_tokens) or [[]]
@@ -305,6 +347,7 @@ def optimise(
     model.eval()
     stats: dict[str, float | None] = {k: v / max(tokens_trained, 1.0) for k, v in totals.items()}
     stats["grad_norm"] = fmean(grad_norms) if grad_norms else 0.0
+    stats["sft_loss"] = _reduce(accelerator, fmean(anchor_losses)) if anchor_losses else None
     stats["lr"] = scheduler.get_last_lr()[0]
     return stats
 
@@ -468,6 +511,8 @@ def check_settings(recipe: Recipe) -> None:
         raise EvohError("grpo.temperature must be above 0: GRPO learns from sampled rollouts", hint="use 1.0 (the default)")
     if g.group_size < 2:
         raise EvohError("grpo.group_size must be at least 2: advantages compare rollouts of the same game", hint="use 8 (the paper's)")
+    if g.sft_weight < 0 or g.sft_examples < 1:
+        raise EvohError("grpo.sft_weight must be at least 0 and grpo.sft_examples at least 1", hint="use sft_weight = 0 (off) or e.g. 0.1 with 8 examples")
     if g.minibatches < 1 or g.updates < 1 or g.tasks_per_update < 1:
         raise EvohError("grpo.updates, tasks_per_update and minibatches must be at least 1", hint="fix the recipe or --set")
 
@@ -478,6 +523,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     callbacks = callbacks or Callbacks()
     base, start_adapter = starting_point(recipe, workspace)
     bank_path = resolve_bank(g.bank, workspace, STAGE)
+    anchor_path = sft_examples_file(workspace) if g.sft_weight > 0 else None
 
     import torch
     from accelerate import Accelerator
@@ -543,6 +589,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
         vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
+        anchor = sft_examples(anchor_path, tokenizer) if anchor_path else None
         rollout_policy = policy
         if g.greedy_rollout:  # at the rollouts' response cap, keeping its turns to train on
             greedy_rollouts = (
@@ -577,7 +624,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 played, rewards, samples, groups, scores = play_update(accelerator, rollout_policy, pool, train_settings, bank, tasks, update, g)
                 rollout_seconds = time.time() - tick
                 tick = time.time()
-                stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary)
+                stats = optimise(accelerator, model, optimizer, scheduler, samples, g, pad_id, g.seed * 100_003 + update, vocabulary, anchor)
                 seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
                 release_freed_memory()  # the optimisation's activations, before validation plays on
                 records = _gather(accelerator, [r for _, r in played])

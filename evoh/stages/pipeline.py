@@ -227,6 +227,7 @@ class Pipeline:
         settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
         inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
         inputs += ["collect"] if r.grpo.bank in ("auto", "collect") else []  # the bank rollouts start from
+        inputs += ["refine"] if r.grpo.sft_weight > 0 else []  # the SFT examples that anchor each step
 
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
