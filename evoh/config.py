@@ -217,8 +217,8 @@ class GrpoConfig:
     # its length) or episode (each episode's tokens average to one term; episodes weigh equally)
     loss_aggregation: Literal["token", "episode"] = "token"
     # the SFT loss on refine's training examples, times this weight, joins every optimizer step (InstructGPT's
-    # PPO-ptx), holding the policy to what it imitated while the reward moves it: on the CPU recipe a random
-    # step the size of 8 updates' cost the SFT policy 1 to 6 greedy wins of 64; 0: the paper's GRPO
+    # PPO-ptx) to hold the policy to what it imitated while the reward moves it; 0: the paper's GRPO. On the CPU
+    # recipe, whose SFT model memorised its examples, it held their loss and not the choices elsewhere
     sft_weight: float = 0.0
     sft_examples: int = 8  # SFT examples per optimizer step, with sft_weight
     minibatches: int = 1  # optimizer steps per update (more than 1 makes the ratio move away from 1)

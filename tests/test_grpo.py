@@ -19,7 +19,7 @@ pytestmark = pytest.mark.engine
 METRICS = {
     "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
     "meta_per_episode", "meta_idle", "revisits", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
-    "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "samples", "groups_trained", "rollout_seconds", "update_seconds",
+    "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "sft_loss", "samples", "groups_trained", "rollout_seconds", "update_seconds",
 }
 
 
@@ -145,7 +145,7 @@ def test_games_that_all_lost_teach_nothing_unless_every_game_is_trained(trained:
     metrics = [json.loads(line) for line in (copy / "grpo" / "metrics.jsonl").read_text().splitlines()]
     for m in metrics:
         assert METRICS <= m.keys() and m["samples"] == 0 and m["groups_trained"] == 0
-        assert m["kl"] is None and m["loss"] is None and m["grad_norm"] is None  # nothing measured: no step taken
+        assert m["kl"] is None and m["loss"] is None and m["grad_norm"] is None and m["sft_loss"] is None  # no step taken
     assert [m["lr"] for m in metrics] == pytest.approx([5e-4, 0.0])  # the schedule still follows the updates
     before, after = _adapter(copy / "sft" / "adapter"), _adapter(copy / "grpo" / "adapter")
     assert all(torch.equal(before[k], after[k]) for k in before)  # not one optimizer step
