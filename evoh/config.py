@@ -232,6 +232,10 @@ class GrpoConfig:
     val_every: int = 10  # validate every N updates; 0: never
     val_split: str = "valid_seen"
     val_limit: int = 16  # validation games, evenly spaced over val_split (every task type)
+    # validation also measures how far the policy has moved from the reference where it was not trained: on
+    # this many of refine's held-out examples (refine/val.jsonl, when the workspace has it), the mean KL per
+    # response token and the share of those tokens whose most likely next token changed; 0: off
+    drift_examples: int = 40
     # the Experience the rollouts start from: "auto" the bank the teacher built while making the SFT data
     # (collect's, so recall answers as it did in the SFT examples) where this workspace has one, else an
     # empty bank; "collect" the same but required; a bank.json path; "" an empty bank

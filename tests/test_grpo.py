@@ -25,8 +25,8 @@ METRICS = {
 
 @pytest.fixture(scope="module")
 def trained(alfworld_data: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A workspace whose sft stage finished (a few steps on expert turns)."""
-    ws = refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0", "-k", "1")
+    """A workspace whose sft stage finished (a few steps on expert turns), with one game's turns held out."""
+    ws = refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0.5", "-k", "1")
     done = evoh(
         "sft", "-w", str(ws), "--model", str(tiny_model), "--max-steps", "3", "--lora-r", "8", "--lora-alpha", "16",
         "--train-embeddings", "--lr", "5e-3",
@@ -75,6 +75,9 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert metrics[0]["lambda_div"] == 1.0 > metrics[1]["lambda_div"]
     validation = [json.loads(line) for line in (grpo / "validation.jsonl").read_text().splitlines()]
     assert [v["update"] for v in validation] == [0, 1, 2] and all(v["episodes"] == 2 for v in validation)
+    drift = [v["drift"] for v in validation]  # on refine's held-out turns, against the SFT policy the run started from
+    assert drift[0]["kl"] == pytest.approx(0.0, abs=1e-6) and drift[0]["flips"] == 0.0
+    assert drift[2]["kl"] > drift[0]["kl"] and drift[0]["tokens"] == drift[2]["tokens"] > 0
     rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
     for u in (0, 1):  # each rollout's reward and its advantage within its group of two, every one trained
@@ -210,7 +213,7 @@ def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_mod
     from evoh.stages.grpo import load_trainable, reference_policy
 
     adapter = trained / "sft" / "adapter" if continue_adapter else None
-    _, model = load_trainable(tiny_model, adapter, GrpoConfig(lora_r=4, lora_alpha=8), "cpu", kl=True)
+    _, model = load_trainable(tiny_model, adapter, GrpoConfig(lora_r=4, lora_alpha=8), "cpu", reference=True)
     ids = torch.tensor([[5, 17, 40, 99, 3]])
     with torch.no_grad():
         start = model(input_ids=ids).logits
@@ -225,6 +228,45 @@ def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_mod
     assert torch.allclose(reference, start, atol=1e-6)
     assert torch.equal(after, moved)  # leaving the block brings the trained policy back
     assert all(p.requires_grad for n, p in model.named_parameters() if "default" in n)
+
+
+def test_drift_is_the_kl_and_the_changed_argmax_on_held_out_responses(trained: Path, tiny_model: Path):
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoTokenizer
+
+    from evoh.config import GrpoConfig
+    from evoh.stages.grpo import load_trainable, policy_drift, reference_policy, sft_examples
+
+    tokenizer = AutoTokenizer.from_pretrained(trained / "sft" / "adapter")
+    examples = sft_examples(trained / "refine" / "val.jsonl", tokenizer, limit=5)
+    assert len(examples) == 5
+    g = GrpoConfig(lora_r=4, lora_alpha=8, micro_batch_tokens=2048)  # several left-padded batches
+    _, model = load_trainable(tiny_model, trained / "sft" / "adapter", g, "cpu", reference=True)
+    accelerator = Accelerator(cpu=True)
+    assert policy_drift(accelerator, model, examples, g, tokenizer.pad_token_id) == {"kl": pytest.approx(0.0, abs=1e-6), "flips": 0.0, "tokens": sum(len(e.completion) for e in examples)}
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for _, param in model.named_parameters():
+            if param.requires_grad:
+                param.add_(0.05 * torch.randn_like(param))
+    drift = policy_drift(accelerator, model, examples, g, tokenizer.pad_token_id)
+
+    def response_logp(example):  # each example alone, unpadded: the distributions before its response tokens
+        ids = torch.tensor([example.prompt + example.completion])
+        return model(input_ids=ids).logits[0, len(example.prompt) - 1 : -1].log_softmax(-1)
+
+    kl, flips, tokens = 0.0, 0, 0
+    with torch.no_grad():
+        for example in examples:
+            policy = response_logp(example)
+            with reference_policy(model):
+                reference = response_logp(example)
+            kl += float((policy.exp() * (policy - reference)).sum())
+            flips += int((policy.argmax(-1) != reference.argmax(-1)).sum())
+            tokens += policy.shape[0]
+    assert drift["tokens"] == tokens and drift["kl"] == pytest.approx(kl / tokens, rel=1e-3, abs=1e-7) and drift["kl"] > 0
+    assert drift["flips"] == pytest.approx(flips / tokens, abs=1.5 / tokens)  # padding may tip an exact tie
 
 
 def test_bad_settings_are_refused_with_the_fix(trained: Path, tiny_model: Path, tmp_path: Path):

@@ -87,6 +87,8 @@ def update_display() -> Iterator[object]:
                 return
             val = m.get("validation")
             tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+            if val and val.get("drift"):
+                tail += f"  drift: kl {val['drift']['kl']:.4f}, argmax changed {100 * val['drift']['flips']:.2f}%"
             greedy = m.get("greedy")
             if greedy:
                 tail = f" | greedy success {100 * greedy['success']:.0f}%  meta {greedy['meta_actions']:.2f}/ep" + tail

@@ -98,8 +98,9 @@ def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | N
     return base, adapter
 
 
-def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str, kl: bool, bf16_weights: bool = False):
-    """(tokenizer, PEFT model) with the ``default`` adapter trainable and, when needed, a frozen reference copy."""
+def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str, reference: bool, bf16_weights: bool = False):
+    """(tokenizer, PEFT model) with the ``default`` adapter trainable and, with ``reference`` (for the KL penalty or
+    the drift measure), a frozen copy of the adapter it continues."""
     import torch
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -113,7 +114,7 @@ def load_trainable(base: Path, adapter: Path | None, g: GrpoConfig, device: str,
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype).to(device)
     if adapter is not None:
         model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
-        if kl:
+        if reference:
             model.load_adapter(adapter, adapter_name=REFERENCE, is_trainable=False)
             model.set_adapter("default")
     else:
@@ -179,12 +180,22 @@ def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None, devic
 
 
 def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, restriction=None):
-    """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C].
+    """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C]. Samples
+    decoded under guidance are scored over what it allowed at each token (``restriction``, from
+    ``guided_restriction`` on the same batch and device)."""
+    logits, targets, mask = completion_logits(model, batch, pad_id, device)
+    if restriction is not None:
+        rows, columns, allowed = restriction
+        logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
+    logp, entropy = token_logprobs(logits, targets, temperature)
+    return logp, entropy, mask
+
+
+def completion_logits(model, batch: list[Sample], pad_id: int, device):
+    """The logits before each sample's completion tokens, those tokens and their mask: ([B, C, V], [B, C], [B, C]).
 
     Rows are left-padded so every completion ends at the last position and only the last C+1 logits
-    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist. Samples
-    decoded under guidance are scored over what it allowed at each token (``restriction``, from
-    ``guided_restriction`` on the same batch and device).
+    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist.
     """
     import torch
 
@@ -201,11 +212,7 @@ def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
     logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
-    if restriction is not None:
-        rows, columns, allowed = restriction
-        logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
-    logp, entropy = token_logprobs(logits, ids[:, -width:], temperature)
-    return logp, entropy, mask
+    return logits, ids[:, -width:], mask
 
 
 def _pad_rows(values: list[Any], width: int, device):
@@ -246,18 +253,20 @@ def sft_examples_file(workspace: Workspace) -> Path:
     return path
 
 
-def sft_examples(path: Path, tokenizer) -> list[Sample]:
+def sft_examples(path: Path, tokenizer, limit: int = 0) -> list[Sample]:
     """SFT examples (chat messages ending with the response) as (prompt, response) token ids, encoded as the
-    rollouts' turns are."""
+    rollouts' turns are; with ``limit``, that many spread evenly over the file (its episodes' turns follow each
+    other). Examples whose response does not extend their prompt are left out."""
+    rows = read_jsonl(path).records
+    if limit and len(rows) > limit:
+        rows = [rows[i * len(rows) // limit] for i in range(limit)]
     examples = []
-    for row in read_jsonl(path).records:
+    for row in rows:
         messages = row["messages"]
         prompt = tokenizer(tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"]
         whole = tokenizer(tokenizer.apply_chat_template(messages, tokenize=False), add_special_tokens=False)["input_ids"]
         if len(whole) > len(prompt) and whole[: len(prompt)] == prompt:  # the response extends its prompt token for token
             examples.append(Sample(prompt, whole[len(prompt) :], 0.0))
-    if not examples:
-        raise EvohError(f"no example in {path} ends with a response the chat template appends to its prompt", hint="set grpo.sft_weight = 0")
     return examples
 
 
@@ -273,6 +282,30 @@ def sft_loss(accelerator, model, examples: list[Sample], g: GrpoConfig, pad_id: 
             accelerator.backward(total * (g.sft_weight / tokens))
             nll += float(total.detach())
     return nll / tokens
+
+
+def policy_drift(accelerator, model, examples: list[Sample], g: GrpoConfig, pad_id: int) -> dict[str, float]:
+    """How far the policy has moved from the reference on responses it was not trained on (refine's held-out
+    examples, shared among the processes): the mean KL(policy ‖ reference) per response token over the whole
+    vocabulary, and the share of those tokens whose most likely next token changed. Greedy play follows the
+    second: on the CPU recipe a step that flipped 0.1% of them, trained or random, changed most evaluation
+    episodes."""
+    import torch
+
+    kl, flips, tokens = 0.0, 0.0, 0.0
+    mine = examples[accelerator.process_index :: accelerator.num_processes]
+    with torch.no_grad(), accelerator.autocast():
+        for batch in micro_batches(mine, g.micro_batch_tokens):
+            with reference_policy(model):
+                reference = completion_logits(model, batch, pad_id, accelerator.device)[0].float().log_softmax(-1)
+            logits, _, mask = completion_logits(model, batch, pad_id, accelerator.device)
+            logp = logits.float().log_softmax(-1)
+            del logits
+            kl += float(((logp.exp() * (logp - reference)).sum(-1) * mask).sum())
+            flips += float(((logp.argmax(-1) != reference.argmax(-1)) & mask).sum())
+            tokens += float(mask.sum())
+    kl, flips, tokens = (_reduce(accelerator, x, "sum") for x in (kl, flips, tokens))
+    return {"kl": kl / max(tokens, 1.0), "flips": flips / max(tokens, 1.0), "tokens": int(tokens)}
 
 
 def optimise(
@@ -524,6 +557,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     base, start_adapter = starting_point(recipe, workspace)
     bank_path = resolve_bank(g.bank, workspace, STAGE)
     anchor_path = sft_examples_file(workspace) if g.sft_weight > 0 else None
+    heldout_path = workspace.path("refine") / "val.jsonl" if g.val_every and g.drift_examples else None
 
     import torch
     from accelerate import Accelerator
@@ -558,7 +592,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     with lock:
         torch.manual_seed(g.seed + accelerator.process_index)
         random.seed(g.seed + accelerator.process_index)
-        tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), kl=g.kl > 0, bf16_weights=precision == "bf16" and cuda)
+        tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), reference=g.kl > 0 or heldout_path is not None, bf16_weights=precision == "bf16" and cuda)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=g.lr)
         scheduler = get_scheduler(g.scheduler, optimizer, num_warmup_steps=g.warmup_updates * g.minibatches, num_training_steps=g.updates * g.minibatches)
         model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler stays ours: one step per optimizer step
@@ -590,6 +624,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
         vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
         anchor = sft_examples(anchor_path, tokenizer) if anchor_path else None
+        if anchor_path and not anchor:
+            raise EvohError(f"no example in {anchor_path} ends with a response the chat template appends to its prompt", hint="set grpo.sft_weight = 0")
+        heldout = sft_examples(heldout_path, tokenizer, g.drift_examples) if heldout_path and heldout_path.exists() else []
         rollout_policy = policy
         if g.greedy_rollout:  # at the rollouts' response cap, keeping its turns to train on
             greedy_rollouts = (
@@ -611,6 +648,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         def validate_and_log(done: int) -> dict[str, Any]:
             sync_generator()
             figures = {"update": done, **validate(accelerator, greedy, pool, val_tasks, val_settings, bank)}
+            figures["drift"] = policy_drift(accelerator, unwrapped, heldout, g, pad_id) if heldout else None
             if main:
                 _append(directory / "validation.jsonl", [figures])
             return figures

@@ -227,7 +227,8 @@ class Pipeline:
         settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
         inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
         inputs += ["collect"] if r.grpo.bank in ("auto", "collect") else []  # the bank rollouts start from
-        inputs += ["refine"] if r.grpo.sft_weight > 0 else []  # the SFT examples that anchor each step
+        # the SFT examples that anchor each step, and the held-out ones validation measures the drift on
+        inputs += ["refine"] if r.grpo.sft_weight > 0 or (r.grpo.val_every and r.grpo.drift_examples) else []
 
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
