@@ -235,7 +235,7 @@ class GrpoConfig:
     # validation also measures how far the policy has moved from the reference where it was not trained: on
     # this many of refine's held-out examples (refine/val.jsonl, when the workspace has it), the mean KL per
     # response token and the share of those tokens whose most likely next token changed; 0: off
-    drift_examples: int = 40
+    drift_examples: int = 200
     # the Experience the rollouts start from: "auto" the bank the teacher built while making the SFT data
     # (collect's, so recall answers as it did in the SFT examples) where this workspace has one, else an
     # empty bank; "collect" the same but required; a bank.json path; "" an empty bank
