@@ -304,15 +304,18 @@ def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
     assert "grpo.generator = auto" in refused.value.hint
 
 
-def test_two_gloo_processes_share_an_update(tiny_model: Path, tmp_path: Path):
+def test_two_gloo_processes_share_an_update(trained: Path, tiny_model: Path, tmp_path: Path):
     import os
     import subprocess
     import sys
 
+    (tmp_path / "refine").mkdir()
+    shutil.copy(trained / "refine" / "val.jsonl", tmp_path / "refine" / "val.jsonl")  # held-out turns the drift is measured on
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "evoh", "grpo", "-w", str(tmp_path),
         "--from", "none", "--model", str(tiny_model), "--updates", "1", "--tasks-per-update", "2", "--group-size", "2",
-        "--max-steps", "4", "-k", "1", "--set", "grpo.max_tokens=16", "--set", "grpo.val_every=0", "--json",
+        "--max-steps", "4", "-k", "1", "--set", "grpo.max_tokens=16", "--set", "grpo.val_every=1", "--set", "grpo.val_limit=2",
+        "--set", "env.max_steps=3", "--set", "model.max_tokens=16", "--set", "grpo.drift_examples=3", "--json",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
@@ -322,6 +325,15 @@ def test_two_gloo_processes_share_an_update(tiny_model: Path, tmp_path: Path):
     assert stage["processes"] == 2
     (metrics,) = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert metrics["episodes"] == 4  # both processes' episodes, gathered
+    validation = [json.loads(line) for line in (tmp_path / "grpo" / "validation.jsonl").read_text().splitlines()]
+    assert [v["episodes"] for v in validation] == [2, 2]
+    assert validation[0]["drift"]["kl"] == pytest.approx(0.0, abs=1e-6) and validation[1]["drift"]["kl"] >= 0.0
+    from transformers import AutoTokenizer
+
+    from evoh.stages.grpo import sft_examples
+
+    examples = sft_examples(tmp_path / "refine" / "val.jsonl", AutoTokenizer.from_pretrained(tiny_model), 3)
+    assert validation[0]["drift"]["tokens"] == sum(len(e.completion) for e in examples) == validation[1]["drift"]["tokens"]  # both shares
     ranks = {p.name for p in (tmp_path / "grpo" / "checkpoints" / "step_000001").iterdir()}
     assert {"rng_rank0.pt", "rng_rank1.pt"} <= ranks
 

@@ -288,8 +288,7 @@ def policy_drift(accelerator, model, examples: list[Sample], g: GrpoConfig, pad_
     """How far the policy has moved from the reference on responses it was not trained on (refine's held-out
     examples, shared among the processes): the mean KL(policy ‖ reference) per response token over the whole
     vocabulary, and the share of those tokens whose most likely next token changed. Greedy play follows the
-    second: on the CPU recipe a step that flipped 0.1% of them, trained or random, changed most evaluation
-    episodes."""
+    second: on the CPU recipe, random steps that changed 0.06% of them changed 20 of 32 evaluation episodes."""
     import torch
 
     kl, flips, tokens = 0.0, 0.0, 0.0
