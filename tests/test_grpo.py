@@ -78,6 +78,9 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     drift = [v["drift"] for v in validation]  # on refine's held-out turns, against the SFT policy the run started from
     assert drift[0]["kl"] == pytest.approx(0.0, abs=1e-6) and drift[0]["flips"] == 0.0
     assert drift[2]["kl"] > drift[0]["kl"] and drift[0]["tokens"] == drift[2]["tokens"] > 0
+    plotted = evoh("plot", str(trained), "--json", "--out", str(tmp_path / "plots"))
+    assert plotted.exit_code == 0, plotted.stderr
+    assert json.loads(plotted.stdout)["drift"] == {"first": drift[0], "last": drift[2]} and (tmp_path / "plots" / "success.png").exists()
     rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
     for u in (0, 1):  # each rollout's reward and its advantage within its group of two, every one trained

@@ -3,7 +3,8 @@
 ``annealing.png`` is the paper's harness-annealing curve: meta-actions per episode against the update,
 one line per verb, with the diversity bonus's weight λ_div beside it. ``success.png`` shows success
 of the training rollouts (and, with ``grpo.greedy_rollout``, of their greedy ones) and of the greedy
-validation episodes, and the mean reward.
+validation episodes, the mean reward, and, where validation measured it, how far the policy has moved
+from the reference on held-out responses.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
     fig.savefig(annealing, dpi=120)
     plt.close(fig)
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
+    drift = [v for v in validation if v.get("drift")]
+    fig, panels = plt.subplots(1, 3 if drift else 2, figsize=(18 if drift else 12, 4.2))
+    left, right = panels[0], panels[1]
     left.plot(updates, [100 * m["success"] for m in metrics], label="training rollouts")
     greedy = [m for m in metrics if m.get("greedy")]
     if greedy:
@@ -78,6 +81,15 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
     right.set_xlabel("update")
     right.set_title("Reward (mean ± std over rollouts)")
     right.legend(fontsize=8)
+    if drift:
+        moved, kl = panels[2], panels[2].twinx()
+        done = [v["update"] for v in drift]
+        moved.plot(done, [100 * v["drift"]["flips"] for v in drift], "-o", markersize=3, color="tab:blue")
+        kl.plot(done, [v["drift"]["kl"] for v in drift], "--s", markersize=3, color="tab:orange")
+        moved.set_xlabel("update")
+        moved.set_ylabel("most likely token changed (% of tokens)", color="tab:blue")
+        kl.set_ylabel("KL to the reference per token", color="tab:orange")
+        moved.set_title("Drift on refine's held-out responses")
     fig.tight_layout()
     success = out / "success.png"
     fig.savefig(success, dpi=120)
@@ -92,4 +104,5 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
         "train_success": {"first": metrics[0]["success"], "last": last["success"]},
         "greedy_success": {"first": greedy[0]["greedy"]["success"], "last": greedy[-1]["greedy"]["success"]} if greedy else None,
         "validation_success": {"first": validation[0]["success"], "last": validation[-1]["success"]} if validation else None,
+        "drift": {"first": drift[0]["drift"], "last": drift[-1]["drift"]} if drift else None,
     }
