@@ -556,7 +556,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     base, start_adapter = starting_point(recipe, workspace)
     bank_path = resolve_bank(g.bank, workspace, STAGE)
     anchor_path = sft_examples_file(workspace) if g.sft_weight > 0 else None
-    heldout_path = workspace.path("refine") / "val.jsonl" if g.val_every and g.drift_examples else None
+    heldout_path = workspace.path("refine") / "val.jsonl"  # the drift's examples, where the workspace has them
+    heldout_path = heldout_path if g.val_every and g.drift_examples and heldout_path.exists() else None
 
     import torch
     from accelerate import Accelerator
@@ -625,7 +626,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         anchor = sft_examples(anchor_path, tokenizer) if anchor_path else None
         if anchor_path and not anchor:
             raise EvohError(f"no example in {anchor_path} ends with a response the chat template appends to its prompt", hint="set grpo.sft_weight = 0")
-        heldout = sft_examples(heldout_path, tokenizer, g.drift_examples) if heldout_path and heldout_path.exists() else []
+        heldout = sft_examples(heldout_path, tokenizer, g.drift_examples) if heldout_path else []
         rollout_policy = policy
         if g.greedy_rollout:  # at the rollouts' response cap, keeping its turns to train on
             greedy_rollouts = (
