@@ -93,6 +93,8 @@ class PlayConfig:
     split: str = "train"
     limit: int = 0  # N games in id order; 0 means all
     spread: bool = False  # with limit: N games evenly spaced over the split (every task type), not the first N
+    # a file of task ids, one per line (episodes.jsonl's `task`): only those games of the split, in id order; "": all
+    games: str = ""
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank
     max_active: int = 16  # episodes in flight at once

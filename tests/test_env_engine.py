@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evoh.env.engine import NOTHING_HAPPENS, GameEngine
-from evoh.env.games import discover, find_task, grammar_version, load_tasks
+from evoh.env.games import discover, find_task, grammar_version, load_tasks, read_game_list
 from evoh.env.pool import EnvPool
 from evoh.env.types import TASK_TYPES
 from evoh.errors import EvohError
@@ -31,6 +31,26 @@ def test_games_of_chosen_task_types_by_short_or_long_name(alfworld_data: Path):
     assert [t.short_type for t in load_tasks("valid_seen", alfworld_data, limit=3, types=["heat"])] == ["heat"] * 3
     with pytest.raises(EvohError, match="unknown task type 'hot'"):
         load_tasks("valid_seen", alfworld_data, types=["hot"])
+
+
+def test_a_game_list_keeps_its_games_in_id_order(alfworld_data: Path, tmp_path: Path):
+    every = load_tasks("valid_seen", alfworld_data)
+    listing = tmp_path / "games.txt"
+    listing.write_text(f"# two games\n{every[40].id}\n\n{every[3].id}  # a comment\n{every[40].id}\n")
+    ids = read_game_list(listing)
+    assert ids == [every[40].id, every[3].id, every[40].id]
+    assert load_tasks("valid_seen", alfworld_data, ids=ids) == [every[3], every[40]]
+    assert load_tasks("valid_seen", alfworld_data, limit=1, ids=ids) == [every[3]]  # the limit is taken of the listed games
+    assert every[3].short_type == "look" and load_tasks("valid_seen", alfworld_data, types=["look"], ids=[every[3].id]) == [every[3]]
+    with pytest.raises(EvohError, match=r"2 of the listed games are not playable valid_unseen games \(first: valid_seen/"):
+        load_tasks("valid_unseen", alfworld_data, ids=ids)
+    with pytest.raises(EvohError, match="not playable valid_seen games of the chosen types"):
+        load_tasks("valid_seen", alfworld_data, types=["heat"], ids=[every[3].id])
+    listing.write_text("# nothing\n\n")
+    with pytest.raises(EvohError, match="names no game"):
+        read_game_list(listing)
+    with pytest.raises(EvohError, match="cannot read the game list"):
+        read_game_list(tmp_path / "missing.txt")
 
 
 def test_reset_text_and_admissible_commands(alfworld_data: Path):

@@ -142,6 +142,26 @@ def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: P
     assert own.exit_code == 2 and "own bank" in own.stderr
 
 
+def test_eval_plays_the_games_a_list_names(workspace: Path, alfworld_data: Path, tmp_path: Path):
+    from evoh.env.games import load_tasks
+
+    chosen = load_tasks("valid_seen", alfworld_data)[100:102]
+    listing = tmp_path / "games.txt"
+    listing.write_text("".join(f"{t.id}\n" for t in chosen))
+    args = ("eval", "-w", str(workspace), "--split", "valid_seen", "--games", str(listing), "--name", "listed", "--data", str(alfworld_data))
+    result = evoh(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["episodes"] == 2
+    records = read_jsonl(workspace / "eval" / "listed" / "episodes.jsonl").records
+    assert sorted(r["task"]["id"] for r in records) == [t.id for t in chosen]
+    listing.write_text(f"{chosen[0].id}\n")  # another list under the same name would mix two experiments
+    refused = evoh(*args)
+    assert refused.exit_code == 2 and "play.games" in refused.stderr
+    wrong = evoh("eval", "-w", str(workspace), "--split", "valid_unseen", "--games", str(listing), "--name", "wrong", "--data", str(alfworld_data))
+    assert wrong.exit_code == 2 and "not playable valid_unseen games" in wrong.stderr and "--split" in wrong.stderr
+    assert not (workspace / "eval" / "wrong").exists()
+
+
 def test_eval_ablation_runs_get_their_own_folder(workspace: Path, alfworld_data: Path):
     result = evoh("eval", "-w", str(workspace), "--limit", "2", "--no-experience", "--mode", "inline", "--data", str(alfworld_data), "--json")
     assert result.exit_code == 0, result.stderr

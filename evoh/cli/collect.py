@@ -14,6 +14,7 @@ from evoh.cli.recipe_options import (
     BaseUrlOption,
     DataOption,
     FreezeBankOption,
+    GamesOption,
     JsonOption,
     LimitOption,
     MaxStepsOption,
@@ -36,6 +37,7 @@ def collect(
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
     limit: LimitOption = None,
     spread: SpreadOption = None,
+    games: GamesOption = None,
     workers: WorkersOption = None,
     mode: ModeOption = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the teacher's choices.")] = None,
@@ -55,7 +57,7 @@ def collect(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, collect__policy=teacher, collect__label=label_with, collect__split=split, collect__limit=limit, collect__spread=spread, env__workers=workers,
+        recipe, sets, collect__policy=teacher, collect__label=label_with, collect__split=split, collect__limit=limit, collect__spread=spread, collect__games=games, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
         collect__freeze_bank=freeze_bank, env__data=data,
         model__model=model, model__base_url=base_url, model__adapter=adapter,

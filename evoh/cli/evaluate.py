@@ -14,6 +14,7 @@ from evoh.cli.recipe_options import (
     BaseUrlOption,
     DataOption,
     FreezeBankOption,
+    GamesOption,
     JsonOption,
     LimitOption,
     MaxStepsOption,
@@ -39,6 +40,7 @@ def evaluate(
     split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
     limit: LimitOption = None,
     spread: SpreadOption = None,
+    games: GamesOption = None,
     mode: ModeOption = None,
     no_belief: Annotated[bool, typer.Option("--no-belief", help="Ablation: without the Belief module.")] = False,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Ablation: without the Progress module.")] = False,
@@ -62,7 +64,7 @@ def evaluate(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, eval__spread=spread, harness__mode=mode,
+        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, eval__spread=spread, eval__games=games, harness__mode=mode,
         harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
         eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
         env__max_steps=max_steps, eval__seed=seed, env__data=data,

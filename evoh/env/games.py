@@ -153,12 +153,41 @@ def task_type_names(names: list[str] | tuple[str, ...]) -> set[str]:
     return {by_short.get(n, n) for n in names}
 
 
-def load_tasks(split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False, types: list[str] | tuple[str, ...] = ()) -> list[Task]:
+def read_game_list(path: str | Path) -> list[str]:
+    """The task ids a game list names: one per line as records write them (``valid_seen/<game>/<trial>``,
+    the ``task`` field of episodes.jsonl), blank lines and ``#`` comments skipped."""
+    file = Path(path).expanduser()
+    try:
+        lines = file.read_text().splitlines()
+    except OSError as error:
+        raise EvohError(f"cannot read the game list {file}: {error.strerror}", hint="give a text file with one task id per line") from None
+    ids = [line.split("#", 1)[0].strip() for line in lines]
+    ids = [i for i in ids if i]
+    if not ids:
+        raise EvohError(f"the game list {file} names no game", hint="write one task id per line, e.g. valid_seen/<game>/<trial>")
+    return ids
+
+
+def load_tasks(
+    split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False,
+    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+) -> list[Task]:
     """``limit`` playable games of a split (all when None), in id order: the first ones, or with ``spread``
     ones evenly spaced over the split, which (ids start with the task type) covers every task type.
-    ``types`` (short or long names) keeps only those task types, before the limit is taken."""
+    ``types`` (short or long names) and ``ids`` (task ids, a game list) keep only those games, before the
+    limit is taken."""
     wanted = task_type_names(types) if types else None
     tasks = [t for t in discover(split, data).tasks if wanted is None or t.task_type in wanted]
+    if ids:
+        known = {t.id for t in tasks}
+        unknown = [i for i in dict.fromkeys(ids) if i not in known]
+        if unknown:
+            raise EvohError(
+                f"{len(unknown)} of the listed games are not playable {split} games{' of the chosen types' if wanted else ''} (first: {unknown[0]})",
+                hint=f"list task ids of the {split} split as episodes.jsonl writes them, or pass the split they belong to (--split)",
+            )
+        listed = set(ids)
+        tasks = [t for t in tasks if t.id in listed]
     if not tasks:
         kinds = f" {', '.join(sorted(TASK_TYPES[t] for t in wanted))}" if wanted else ""
         raise EvohError(f"no playable{kinds} {split} games found", hint="run `evoh games` to see why each folder was rejected")

@@ -215,16 +215,20 @@ def run_split(
     """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``.
     ``policy`` defaults to the one ``play.policy`` names."""
     from evoh import __version__
-    from evoh.env.games import data_root, load_tasks
+    from evoh.env.games import data_root, load_tasks, read_game_list
     from evoh.policy.factory import build_policy
 
     data = data_root(recipe.env.data or None)
-    tasks = load_tasks(play.split, data, play.limit or None, play.spread)
+    listed = read_game_list(play.games) if play.games else ()
+    tasks = load_tasks(play.split, data, play.limit or None, play.spread, ids=listed)
     settings = episode_settings(recipe)
     policy = policy or build_policy(play.policy, recipe, play.seed)
     run_key = {
         **play_settings(recipe),
-        "play": {k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
+        "play": {
+            **{k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
+            "games": fingerprint(list(listed)) if listed else "",  # what the list holds, not where it lies
+        },
         "policy": policy_key(policy.identity()),
     }
     bank_path = resolve_bank(play.bank, workspace, stage.partition("/")[0])
