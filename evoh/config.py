@@ -93,7 +93,7 @@ class PlayConfig:
     split: str = "train"
     limit: int = 0  # N games in id order; 0 means all
     spread: bool = False  # with limit: N games evenly spaced over the split (every task type), not the first N
-    # a file of task ids, one per line (episodes.jsonl's `task`): only those games of the split, in id order; "": all
+    # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those games of the split, in id order; "": all
     games: str = ""
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank

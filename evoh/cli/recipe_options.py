@@ -20,7 +20,7 @@ SpreadOption = Annotated[
     bool | None, typer.Option("--spread", help="With --limit: games evenly spaced over the split (every task type), not the first N.")
 ]
 GamesOption = Annotated[
-    str | None, typer.Option("--games", help="A file of task ids, one per line (episodes.jsonl's task): only those games of the split."),
+    str | None, typer.Option("--games", help="A file of task ids, one per line (task.id in episodes.jsonl): only those games of the split."),
 ]
 WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
 ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]

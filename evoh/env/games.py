@@ -154,8 +154,8 @@ def task_type_names(names: list[str] | tuple[str, ...]) -> set[str]:
 
 
 def read_game_list(path: str | Path) -> list[str]:
-    """The task ids a game list names: one per line as records write them (``valid_seen/<game>/<trial>``,
-    the ``task`` field of episodes.jsonl), blank lines and ``#`` comments skipped."""
+    """The task ids a game list names: one per line as records write them (``valid_seen/<game>/<trial>``:
+    ``task.id`` in episodes.jsonl, ``task`` in grpo's rollouts.jsonl), blank lines and ``#`` comments skipped."""
     file = Path(path).expanduser()
     try:
         lines = file.read_text().splitlines()
