@@ -198,6 +198,10 @@ class GrpoConfig:
     top_p: float = 1.0
     max_tokens: int = 512  # per response
     lr: float = 1e-6
+    # adamw (the paper's) or sgd: plain gradient steps of lr times the clipped gradient. Adam's first steps move
+    # every weight by about lr whatever its gradient, so a noisy gradient from few rollouts moves the policy in
+    # every direction at once; an SGD step is the gradient itself (lr on another scale: about 0.1 here)
+    optimizer: Literal["adamw", "sgd"] = "adamw"
     scheduler: str = "constant"  # any transformers scheduler name: constant, cosine, linear, ...
     warmup_updates: int = 0
     kl: float = 0.01  # β: weight of the KL estimate to the reference policy

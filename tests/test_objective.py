@@ -353,3 +353,18 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
     before, after, stats = step(1.0)
     assert stats["sft_loss"] == pytest.approx(before, rel=1e-4)  # measured before the step moved anything
     assert after < before - 0.05
+
+
+def test_an_sgd_step_is_the_gradient_while_adam_moves_every_weight_by_about_lr():
+    from evoh.config import GrpoConfig
+    from evoh.stages.grpo import build_optimizer
+
+    moved = {}
+    for name in ("sgd", "adamw"):
+        weights = torch.nn.Parameter(torch.ones(2))
+        optimizer = build_optimizer([weights], GrpoConfig(lr=0.1, optimizer=name))
+        (weights * torch.tensor([1e-3, 1.0])).sum().backward()
+        optimizer.step()
+        moved[name] = 1 - weights.detach()
+    assert torch.allclose(moved["sgd"], torch.tensor([1e-4, 0.1]), atol=1e-6)
+    assert torch.allclose(moved["adamw"], torch.tensor([0.1, 0.1]), rtol=1e-2)  # a gradient 1000x smaller, the same step

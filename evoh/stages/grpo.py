@@ -480,6 +480,15 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def build_optimizer(parameters: list[Any], g: GrpoConfig) -> Any:
+    """``grpo.optimizer``: AdamW, or plain SGD, whose step is the clipped gradient times lr."""
+    import torch
+
+    if g.optimizer == "sgd":
+        return torch.optim.SGD(parameters, lr=g.lr)
+    return torch.optim.AdamW(parameters, lr=g.lr)
+
+
 def save_checkpoint(accelerator, model, optimizer, scheduler, bank: Bank, directory: Path, update: int) -> None:
     """Everything ``--resume`` needs to continue exactly: adapter, optimizer, scheduler, RNG states, bank, counter."""
     import numpy as np
@@ -593,7 +602,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         torch.manual_seed(g.seed + accelerator.process_index)
         random.seed(g.seed + accelerator.process_index)
         tokenizer, model = load_trainable(base, start_adapter, g, str(accelerator.device), reference=g.kl > 0 or heldout_path is not None, bf16_weights=precision == "bf16" and cuda)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=g.lr)
+        optimizer = build_optimizer([p for p in model.parameters() if p.requires_grad], g)
         scheduler = get_scheduler(g.scheduler, optimizer, num_warmup_steps=g.warmup_updates * g.minibatches, num_training_steps=g.updates * g.minibatches)
         model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler stays ours: one step per optimizer step
         unwrapped = accelerator.unwrap_model(model)
