@@ -142,9 +142,10 @@ def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: P
     assert own.exit_code == 2 and "own bank" in own.stderr
 
 
-def test_eval_plays_the_games_a_list_names(workspace: Path, alfworld_data: Path, tmp_path: Path):
+def test_eval_plays_the_games_a_list_names(alfworld_data: Path, tmp_path: Path):
     from evoh.env.games import load_tasks
 
+    workspace = tmp_path / "ws"  # its own: the report test reads every run of the shared workspace
     chosen = load_tasks("valid_seen", alfworld_data)[100:102]
     listing = tmp_path / "games.txt"
     listing.write_text("".join(f"{t.id}\n" for t in chosen))
