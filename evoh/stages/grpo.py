@@ -565,8 +565,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     base, start_adapter = starting_point(recipe, workspace)
     bank_path = resolve_bank(g.bank, workspace, STAGE)
     anchor_path = sft_examples_file(workspace) if g.sft_weight > 0 else None
-    heldout_path = workspace.path("refine") / "val.jsonl"  # the drift's examples, where the workspace has them
-    heldout_path = heldout_path if g.val_every and g.drift_examples and heldout_path.exists() else None
+    heldout_file = workspace.path("refine") / "val.jsonl"  # the drift's examples, where the workspace has them
+    heldout_path = heldout_file if g.val_every and g.drift_examples and heldout_file.exists() else None
 
     import torch
     from accelerate import Accelerator
