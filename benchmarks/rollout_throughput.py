@@ -10,6 +10,11 @@
    fp32) and prints what it resolved to; ``--dtype float32 bfloat16`` measures both.
 2. Prompt tokens at turns 1, 10, 30 and 50 of one 50-step episode: evoh's per-turn prompt (inline
    harness) against a ReAct transcript that carries every earlier observation and action.
+3. With ``--in-flight 16 32 64``, only this: how many turns a second the rollout plays with that many
+   episodes in flight, one batched generate() per step for all of them, under a recipe's model and
+   harness settings (``--recipe``, default recipes/tiny-cpu.toml; pass a trained ``--model``, since a
+   random one never wins or stops early). This is what a larger GRPO update (tasks_per_update x
+   group_size) buys per second of rollout on this machine.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from evoh.config import ModelConfig
+from evoh.config import ModelConfig, load_recipe
 from evoh.env.games import load_tasks
 from evoh.env.pool import EnvPool
 from evoh.harness.episode import EpisodeSettings
@@ -29,6 +34,7 @@ from evoh.harness.turns import format_turn
 from evoh.policy.base import Completion
 from evoh.policy.local import LocalPolicy
 from evoh.rollout import rollout
+from evoh.stages.episodes import episode_settings
 
 
 class Timed:
@@ -52,7 +58,7 @@ class Timed:
             self.seconds += time.perf_counter() - started
 
 
-def play(policy: LocalPolicy, tasks, max_steps: int, active: int) -> dict[str, float]:
+def play(policy: LocalPolicy, tasks, max_steps: int, active: int, settings: EpisodeSettings | None = None) -> dict[str, float]:
     tokens = turns = 0
     timed = Timed(policy)
 
@@ -65,7 +71,8 @@ def play(policy: LocalPolicy, tasks, max_steps: int, active: int) -> dict[str, f
         pool.reset({"warm": tasks[0]})
         pool.release(["warm"])
         started = time.perf_counter()
-        rollout([(t.id, t) for t in tasks], timed, pool, EpisodeSettings(max_steps=max_steps), Bank(), finish, max_active=active)
+        settings = settings or EpisodeSettings(max_steps=max_steps)
+        rollout([(t.id, t) for t in tasks], timed, pool, settings, Bank(), finish, max_active=active)
         elapsed = time.perf_counter() - started
     return {
         "seconds": elapsed, "turns_per_s": turns / elapsed, "turns": turns,
@@ -117,7 +124,14 @@ def main() -> None:
         help=f"response lengths to measure (evoh's default cap, model.max_tokens, is {ModelConfig.max_tokens})",
     )
     parser.add_argument("--dtype", nargs="+", default=["auto"], choices=["auto", "float32", "bfloat16"], help="weights' dtypes to measure")
+    parser.add_argument("--in-flight", type=int, nargs="+", help="only measure turns/s with this many train episodes in flight")
+    parser.add_argument("--recipe", default="recipes/tiny-cpu.toml", help="model and harness settings for --in-flight")
     args = parser.parse_args()
+    if args.in_flight:
+        if not args.model:
+            parser.error("--in-flight needs --model, a trained model directory such as WS/sft/model")
+        in_flight_scaling(args.model, args.in_flight, args.max_steps, Path(args.recipe))
+        return
     model = args.model
     if not model:
         from evoh.models.tiny import build
@@ -138,6 +152,25 @@ def main() -> None:
     print("prompt tokens at turn: evoh per-turn prompt (inline harness) vs a ReAct transcript")
     for number, per_turn, react in prompt_growth(policy.tokenizer, tasks[0]):
         print(f"  turn {number:>2}: {per_turn:6d} vs {react:6d}")
+
+
+def in_flight_scaling(model: str, counts: list[int], max_steps: int, recipe_path: Path) -> None:
+    """Turns/s with ``count`` train episodes in flight, the same games throughout (each count plays the first
+    ``count`` of one spread list), under the recipe's sampling, guidance and system prompt."""
+    recipe = load_recipe(recipe_path, [f"env.max_steps={max_steps}"])
+    config = recipe.model
+    config.model = model
+    config.temperature = recipe.grpo.temperature
+    config.max_tokens = recipe.grpo.max_tokens
+    tasks = load_tasks("train", limit=max(counts), spread=True)
+    print(f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, temperature {config.temperature}, up to {config.max_tokens} tokens")
+    for count in counts:
+        config.batch_size = count
+        result = play(LocalPolicy(config), tasks[:count], max_steps, count, episode_settings(recipe))
+        print(
+            f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s = {result['turns_per_s']:5.2f} turns/s "
+            f"({result['generation_seconds']:.1f} s generating, {result['tokens_per_s']:.0f} tokens/s)"
+        )
 
 
 def report(title: str, results: dict[str, dict[str, float]]) -> None:
