@@ -23,6 +23,7 @@ import argparse
 import random
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from evoh.config import ModelConfig, load_recipe
@@ -155,18 +156,16 @@ def main() -> None:
 
 
 def in_flight_scaling(model: str, counts: list[int], max_steps: int, recipe_path: Path) -> None:
-    """Turns/s with ``count`` train episodes in flight, the same games throughout (each count plays the first
-    ``count`` of one spread list), under the recipe's sampling, guidance and system prompt."""
-    recipe = load_recipe(recipe_path, [f"env.max_steps={max_steps}"])
-    config = recipe.model
-    config.model = model
-    config.temperature = recipe.grpo.temperature
-    config.max_tokens = recipe.grpo.max_tokens
+    """Turns/s with ``count`` train episodes in flight, played as stage two plays them: the recipe's stage-two
+    sampling, guidance and system prompt, meta-actions charged to the step budget. Each count plays the first ``count`` games of one spread list, so a larger count adds
+    games to a smaller one's rather than swapping them."""
+    recipe = load_recipe(recipe_path)
+    settings = replace(episode_settings(recipe), max_steps=max_steps, charge_meta_actions=True)  # as stage two plays
+    config = replace(recipe.model, model=model, temperature=recipe.grpo.temperature, max_tokens=recipe.grpo.max_tokens)
     tasks = load_tasks("train", limit=max(counts), spread=True)
     print(f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, temperature {config.temperature}, up to {config.max_tokens} tokens")
     for count in counts:
-        config.batch_size = count
-        result = play(LocalPolicy(config), tasks[:count], max_steps, count, episode_settings(recipe))
+        result = play(LocalPolicy(replace(config, batch_size=count)), tasks[:count], max_steps, count, settings)
         print(
             f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s = {result['turns_per_s']:5.2f} turns/s "
             f"({result['generation_seconds']:.1f} s generating, {result['tokens_per_s']:.0f} tokens/s)"
