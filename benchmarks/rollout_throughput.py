@@ -35,7 +35,7 @@ from evoh.harness.turns import format_turn
 from evoh.policy.base import Completion
 from evoh.policy.local import LocalPolicy
 from evoh.rollout import rollout
-from evoh.stages.episodes import episode_settings
+from evoh.stages.grpo import rollout_sampling, rollout_settings
 
 
 class Timed:
@@ -156,12 +156,12 @@ def main() -> None:
 
 
 def in_flight_scaling(model: str, counts: list[int], max_steps: int, recipe_path: Path) -> None:
-    """Turns/s with ``count`` train episodes in flight, played as stage two plays them: the recipe's stage-two
-    sampling, guidance and system prompt, meta-actions charged to the step budget. Each count plays the first ``count`` games of one spread list, so a larger count adds
-    games to a smaller one's rather than swapping them."""
+    """Turns/s with ``count`` train episodes in flight, played and sampled as stage two's rollouts are (harness
+    calls spend steps). Each count plays the first ``count`` games of one spread list, so a larger count
+    adds games to a smaller one's rather than swapping them."""
     recipe = load_recipe(recipe_path)
-    settings = replace(episode_settings(recipe), max_steps=max_steps, charge_meta_actions=True)  # as stage two plays
-    config = replace(recipe.model, model=model, temperature=recipe.grpo.temperature, max_tokens=recipe.grpo.max_tokens)
+    settings = replace(rollout_settings(recipe), max_steps=max_steps)
+    config = rollout_sampling(recipe, model)
     tasks = load_tasks("train", limit=max(counts), spread=True)
     print(f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, temperature {config.temperature}, up to {config.max_tokens} tokens")
     for count in counts:

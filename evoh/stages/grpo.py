@@ -33,6 +33,7 @@ import orjson
 from evoh.config import GrpoConfig, ModelConfig, Recipe, recipe_dict
 from evoh.env.types import Task
 from evoh.errors import EvohError
+from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_PARTS, REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
@@ -480,6 +481,20 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def rollout_settings(recipe: Recipe) -> EpisodeSettings:
+    """How a training rollout plays: the recipe's episodes at ``grpo.max_steps``, every harness call spending a step."""
+    return dataclasses.replace(episode_settings(recipe), max_steps=recipe.grpo.max_steps, charge_meta_actions=True)
+
+
+def rollout_sampling(recipe: Recipe, model: str) -> ModelConfig:
+    """How a training rollout samples from ``model``: grpo's temperature, top-p and token cap, the recipe's batch
+    and guidance."""
+    g = recipe.grpo
+    return ModelConfig(
+        model=model, temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size, guided=recipe.model.guided,
+    )
+
+
 def build_optimizer(parameters: list[Any], g: GrpoConfig) -> Any:
     """``grpo.optimizer``: AdamW, or plain SGD, whose step is the clipped gradient times lr."""
     import torch
@@ -590,7 +605,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     data = data_root(recipe.env.data or None)
     tasks = load_tasks(g.split, data, g.limit or None, types=g.task_types)
     val_tasks = load_tasks(g.val_split, data, g.val_limit or None, spread=True) if g.val_every else []
-    train_settings = dataclasses.replace(episode_settings(recipe), max_steps=g.max_steps, charge_meta_actions=True)
+    train_settings = rollout_settings(recipe)
     val_settings = episode_settings(recipe)  # the published evaluation protocol, as `evoh eval` plays it
 
     directory = workspace.path(STAGE)
@@ -619,9 +634,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
 
-        sampling = ModelConfig(
-            model=str(base), temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, batch_size=recipe.model.batch_size, guided=recipe.model.guided,
-        )
+        sampling = rollout_sampling(recipe, str(base))
         generator = choose_generator(g.generator, start_adapter, guided=sampling.guided)
         if generator == "vllm":
             from evoh.policy.vllm_engine import GreedyView, VllmPolicy
