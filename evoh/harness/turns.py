@@ -15,9 +15,12 @@ PARSER_VERSION = "turn/1"
 META_VERBS = ("track", "commit", "recall", "note")
 MAX_ARGUMENT_CHARS = 200
 
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
-_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+# tags are found one at a time: a pattern like ``<action>(.*?)</action>`` rescans the rest of the text
+# from every unclosed opening tag, quadratic in a reply that repeats one
+_OPEN_THINK = re.compile(r"<think>", re.IGNORECASE)
+_CLOSE_THINK = re.compile(r"</think>", re.IGNORECASE)
 _OPEN_ACTION = re.compile(r"<action>", re.IGNORECASE)
+_CLOSE_ACTION = re.compile(r"</action>", re.IGNORECASE)
 _META = re.compile(r"^(track|commit|recall|note)\s*\[(.*)\]$", re.DOTALL)
 _META_WORD = re.compile(r"^(track|commit|recall|note)\b")
 _SPACES = re.compile(r"\s+")
@@ -43,12 +46,25 @@ def normalize(text: str) -> str:
     return _SPACES.sub(" ", text).strip().lower()
 
 
+def _blocks(text: str, opening: re.Pattern[str], closing: re.Pattern[str]) -> list[str]:
+    """What ``opening(.*?)closing`` with DOTALL would find, in one pass: each block runs from an opening tag
+    to the first closing tag after it, and the next block is looked for after that closing tag."""
+    found, position = [], 0
+    while start := opening.search(text, position):
+        end = closing.search(text, start.end())
+        if end is None:
+            break  # no closing tag after this opening one, so none after any later one either
+        found.append(text[start.end() : end.start()])
+        position = end.end()
+    return found
+
+
 def parse_turn(text: Any, admissible: tuple[str, ...] | list[str] = ()) -> Turn:
     """Parse a model response against the admissible commands of this turn. Never raises."""
     if not isinstance(text, str):
         return Turn("malformed", reason=f"response is not text ({type(text).__name__})")
-    actions = _ACTION.findall(text)
-    thinks = _THINK.findall(text)
+    actions = _blocks(text, _OPEN_ACTION, _CLOSE_ACTION)
+    thinks = _blocks(text, _OPEN_THINK, _CLOSE_THINK)
     think = thinks[0].strip() if thinks else ""
     if not actions:
         reason = "unclosed <action> tag" if _OPEN_ACTION.search(text) else "no <action>…</action> tag"
