@@ -60,6 +60,8 @@ def rollout(
             counted["prompt_tokens"] += completion.prompt_tokens
             counted["completion_tokens"] += completion.completion_tokens
             counted["policy_calls"] += 1
+            if completion.truncated:  # only then: records of every other episode keep their old fields
+                counted["truncated_replies"] = counted.get("truncated_replies", 0) + 1
             if completion.error:
                 episode.error = f"policy: {completion.error}"
                 continue

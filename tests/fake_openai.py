@@ -14,10 +14,14 @@ FaultPlan = Callable[[int, dict], str]
 
 
 class FakeOpenAI:
-    def __init__(self, reply: Callable[[dict], str], faults: FaultPlan = lambda n, body: "ok", slow_seconds: float = 3.0):
+    def __init__(
+        self, reply: Callable[[dict], str], faults: FaultPlan = lambda n, body: "ok", slow_seconds: float = 3.0,
+        retry_after: str | None = None,
+    ):
         self.reply = reply
         self.faults = faults
         self.slow_seconds = slow_seconds
+        self.retry_after = retry_after  # the Retry-After header every 429 carries, if any
         self.requests: list[dict] = []
         self.auth: set[str] = set()
         self._lock = threading.Lock()
@@ -35,7 +39,8 @@ class FakeOpenAI:
                     server.auth.add(self.headers.get("Authorization", ""))
                 fault = server.faults(number, body)
                 if fault in ("429", "500"):
-                    self._send(int(fault), json.dumps({"error": {"message": "scripted fault"}}).encode())
+                    wait = server.retry_after if fault == "429" else None
+                    self._send(int(fault), json.dumps({"error": {"message": "scripted fault"}}).encode(), wait)
                     return
                 if fault == "slow":
                     time.sleep(server.slow_seconds)
@@ -51,9 +56,11 @@ class FakeOpenAI:
                 }
                 self._send(200, json.dumps(payload).encode())
 
-            def _send(self, status: int, data: bytes) -> None:
+            def _send(self, status: int, data: bytes, retry_after: str | None = None) -> None:
                 try:
                     self.send_response(status)
+                    if retry_after is not None:
+                        self.send_header("Retry-After", retry_after)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +22,63 @@ SECRET = "sk-test-DO-NOT-LEAK-4242"
 
 def looker(body: dict) -> str:
     return "<think>I will look around.</think><action>look</action>"
+
+
+def _policy(server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, waits: list[float], **settings):
+    from evoh.policy.openai_compat import OpenAIPolicy
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    config = ModelConfig(model="scripted", base_url=server.url, backoff=0.5, retries=2, timeout=5, **settings)
+    return OpenAIPolicy(config, sleep=waits.append)
+
+
+VIEW = SimpleNamespace(system="You play a text game.", user="Objective: look.")  # all the policy reads of a view
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("7", [7.0]), ("0.25", [0.25]), ("3600", [60.0]), ("soon", [0.5]), (None, [0.5])],
+    ids=["seconds", "fraction", "over-the-ceiling", "unreadable", "absent"],
+)
+def test_a_429_waits_as_long_as_its_retry_after_asks(monkeypatch: pytest.MonkeyPatch, header: str | None, expected: list[float]):
+    waits: list[float] = []
+    with FakeOpenAI(looker, lambda n, body: "429" if n == 0 else "ok", retry_after=header) as server:
+        [completion] = _policy(server, monkeypatch, waits).act([VIEW])
+    assert completion.error is None and completion.text == looker({})
+    assert waits == expected  # absent or unreadable: the first exponential backoff step
+
+
+def test_a_retry_after_date_waits_until_then_and_later_retries_back_off(monkeypatch: pytest.MonkeyPatch):
+    waits: list[float] = []
+    date = email.utils.formatdate(time.time() + 20, usegmt=True)
+    with FakeOpenAI(looker, lambda n, body: {0: "429", 1: "500"}.get(n, "ok"), retry_after=date) as server:
+        [completion] = _policy(server, monkeypatch, waits).act([VIEW])
+    assert completion.error is None and len(server.requests) == 3
+    assert 10 <= waits[0] <= 20 and waits[1] == 1.0  # the 500 had no Retry-After: backoff × 2
+
+
+def test_an_overlong_reply_is_cut_before_parsing_and_counted(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    from evoh.policy.openai_compat import CHARS_PER_TOKEN
+
+    waits: list[float] = []
+    flood = "<action>" * 100_000
+    with FakeOpenAI(lambda body: flood if "flood" in body["messages"][1]["content"] else looker(body)) as server:
+        policy = _policy(server, monkeypatch, waits, max_tokens=32)
+        cut, whole = policy.act([SimpleNamespace(system="s", user="flood"), VIEW])
+    assert cut.truncated and cut.text == flood[: 32 * CHARS_PER_TOKEN]
+    assert not whole.truncated and whole.text == looker({})
+    assert [r.getMessage() for r in caplog.records] == ["a reply of 800000 characters was cut to 512 (model.max_tokens × 16) before parsing"]
+
+
+@pytest.mark.engine
+def test_a_cut_reply_is_counted_in_its_episode(alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with FakeOpenAI(lambda body: "<action>" * 10_000) as server:
+        result = _run(tmp_path, server, alfworld_data, "--limit", "1", "--max-steps", "2", "--set", "model.max_tokens=16")
+    assert result.exit_code == 0, result.stderr
+    [record] = read_jsonl(tmp_path / "eval" / "openai-valid_seen" / "episodes.jsonl").records
+    assert record["usage"]["truncated_replies"] == record["usage"]["policy_calls"] > 0
+    assert record["trace"][0]["response"] == "<action>" * 32 and "cut to 256" in result.stderr
 
 
 

@@ -15,6 +15,7 @@ class Completion:
     completion_tokens: int = 0
     error: str | None = None  # the policy could not answer (e.g. an API out of retries): the episode stops
     label: str | None = None  # another policy's answer to the same view, recorded as the turn's training target
+    truncated: bool = False  # ``text`` is the start of a longer reply, cut before parsing
 
 
 class Policy(Protocol):
