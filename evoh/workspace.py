@@ -127,7 +127,8 @@ def read_jsonl(path: Path) -> JsonlContents:
     """Parse a JSONL file written by :class:`JsonlLog`.
 
     A last line without its newline is a write cut short: it is returned as ``torn`` and never parsed.
-    A complete line that is not a JSON object means the file was damaged some other way: that is an error.
+    A complete line that is not a JSON object means the file was damaged some other way: that is an error,
+    and so is a record of a known schema (an episode) without the fields its readers use.
     """
     contents = JsonlContents()
     if not path.exists():
@@ -147,7 +148,7 @@ def read_jsonl(path: Path) -> JsonlContents:
             ) from None
         if not isinstance(record, dict):
             raise EvohError(f"{path}:{number}: a JSONL record must be an object", hint="restore or delete the file")
-        contents.records.append(record)
+        contents.records.append(records.validate(record, f"{path}:{number}"))
     return contents
 
 
