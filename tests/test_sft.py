@@ -90,6 +90,28 @@ def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined:
         assert resumed[step] == pytest.approx(straight[step], rel=1e-5), (step, resumed, straight)
 
 
+def test_resume_passes_over_checkpoints_a_kill_cut_short(refined: Path, tiny_model: Path, tmp_path: Path):
+    import shutil
+
+    ws = tmp_path / "ws"
+    shutil.copytree(refined, ws, ignore=shutil.ignore_patterns("sft"))
+    assert _sft(ws, tiny_model, 3).exit_code == 0
+    checkpoints = ws / "sft" / "checkpoints"
+    # saves killed part-way: one before its trainer state, one while writing the adapter
+    shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-6")
+    (checkpoints / "checkpoint-6" / "trainer_state.json").unlink()
+    shutil.copytree(checkpoints / "checkpoint-3", checkpoints / "checkpoint-9")
+    adapter = checkpoints / "checkpoint-9" / "adapter_model.safetensors"
+    adapter.write_bytes(adapter.read_bytes()[: adapter.stat().st_size // 2])
+
+    resumed = _sft(ws, tiny_model, 5, "--resume")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["global_step"] == 5
+    assert f"skipping {checkpoints / 'checkpoint-9'}" in resumed.stderr and f"skipping {checkpoints / 'checkpoint-6'}" in resumed.stderr
+    steps = [json.loads(line)["step"] for line in (ws / "sft" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3
+
+
 def test_qlora_without_cuda_is_refused_with_what_to_do(refined: Path, tiny_model: Path):
     import torch
 

@@ -2,7 +2,7 @@
 
 Loss is on the assistant's response only (the chat template marks it), unless ``assistant_only_loss``
 is off: a randomly initialised base then learns from every prompt token too. Checkpoints go to
-``sft/checkpoints/`` and ``--resume`` continues from the last one; every logged value goes to
+``sft/checkpoints/`` and ``--resume`` continues from the last complete one; every logged value goes to
 ``sft/metrics.jsonl``; the adapter is saved as safetensors in ``sft/adapter/``, or with ``full`` the
 whole model in ``sft/model/`` (a few-million-parameter random base learns faster with every weight
 free than through low-rank updates, and a full step costs less on a CPU). After training, the
@@ -14,6 +14,7 @@ Under torchrun or ``accelerate launch`` every process trains and only the main o
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -28,6 +29,8 @@ from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.policy.local import training_precision
 from evoh.workspace import Workspace, file_sha256, weights_identity
+
+log = logging.getLogger(__name__)
 
 STAGE = "sft"
 WEIGHTS = {False: "adapter", True: "model"}  # keyed by SftConfig.full
@@ -105,6 +108,44 @@ def action_agreement(tokenizer, model, examples: list[dict[str, Any]], batch_siz
     }
 
 
+def incomplete(checkpoint: Path) -> str | None:
+    """Why a trainer checkpoint cannot be resumed from, or None if it can. The trainer writes the weights
+    first and ``trainer_state.json`` last, so a save cut short lacks the state or holds a partial weights file."""
+    from safetensors import SafetensorError, safe_open
+
+    state = checkpoint / "trainer_state.json"
+    if not state.is_file():
+        return "no trainer_state.json"
+    try:
+        orjson.loads(state.read_bytes())
+    except orjson.JSONDecodeError:
+        return "trainer_state.json is cut short"
+    weights = sorted(checkpoint.glob("*.safetensors"))
+    if not weights:
+        return "no weights file"
+    for file in weights:
+        try:
+            with safe_open(file, framework="np"):  # reads the header and checks that the tensors it lists are all there
+                pass
+        except SafetensorError as exc:
+            return f"{file.name} is unreadable: {exc}"
+    return None
+
+
+def resumable_checkpoint(checkpoints: Path) -> Path | None:
+    """The newest complete ``checkpoint-N`` in ``checkpoints``; a newer one a kill left incomplete is named
+    and passed over. None (said so) when there is none to resume from."""
+    numbered = [p for p in checkpoints.glob("checkpoint-*") if p.name.removeprefix("checkpoint-").isdigit()]
+    for checkpoint in sorted(numbered, key=lambda p: int(p.name.removeprefix("checkpoint-")), reverse=True):
+        why = incomplete(checkpoint)
+        if why is None:
+            return checkpoint
+        log.warning("skipping %s, a save cut short: %s", checkpoint, why)
+    if numbered:
+        log.warning("no complete checkpoint in %s: training starts again from the base model", checkpoints)
+    return None
+
+
 def final_eval_loss(state) -> float | None:
     """The validation loss the trainer already computed at its last step, if it did (a 135M model spends
     minutes on each pass over the validation turns)."""
@@ -150,6 +191,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         )
     with lock as directory:
         directory = Path(directory)
+        checkpoint = resumable_checkpoint(checkpoints) if resume else None
         quantization = None
         if c.load_in_4bit:
             from transformers import BitsAndBytesConfig
@@ -212,7 +254,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
         )
         with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
-            result = trainer.train(resume_from_checkpoint=True if resume and any(checkpoints.glob("checkpoint-*")) else None)
+            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
             final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
             if "val" in files:
                 loss = final_eval_loss(trainer.state)  # the same on every process, so all take one branch
