@@ -21,13 +21,28 @@ SPLITS = ("train", "valid_seen", "valid_unseen")
 
 
 @dataclass
-class EnvConfig:
-    """Where the games are and how the engine runs them."""
+class MiniHouseConfig:
+    """The size of MiniHouse's procedural rooms (env.kind = "minihouse"); every game of a run shares it."""
 
+    receptacles: int = 8  # receptacles per room (ALFWorld's rooms hold 10 to 40): prompts a third of ALFWorld's
+    objects: int = 6  # objects besides the task's own
+    distractors: int = 1  # of those, how many lie beside the task's object
+    valid_games: int = 20  # games per task type in valid_seen and in valid_unseen
+    train_games: int = 1000  # games per task type that the train split lists (any index is a game)
+
+
+@dataclass
+class EnvConfig:
+    """Which world is played, where its games are and how the engine runs them."""
+
+    # alfworld: ALFWorld's games on the TextWorld engine (needs ALFWORLD_DATA); minihouse: procedural rooms in
+    # ALFWorld's grammar and text, generated in-process (no data, thousands of steps a second)
+    kind: Literal["alfworld", "minihouse"] = "alfworld"
     data: str = ""  # ALFWORLD_DATA root; empty means the ALFWORLD_DATA environment variable
     max_steps: int = 50  # environment steps before an episode stops (the published ALFWorld setting)
-    workers: int = 2  # engine processes in the pool
+    workers: int = 2  # engine processes in the pool (alfworld; minihouse games play in this process)
     step_timeout: float = 60.0  # seconds one reset or step may take before its worker is replaced
+    minihouse: MiniHouseConfig = field(default_factory=MiniHouseConfig)
 
 
 @dataclass

@@ -19,10 +19,11 @@ def alfworld_data() -> Path:
 def tiny_model(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ~1M-parameter random Qwen3 with an ALFWorld tokenizer, built once per test session."""
     pytest.importorskip("transformers")
+    from evoh.config import EnvConfig
     from evoh.models.tiny import build
 
     out = tmp_path_factory.mktemp("models") / "tiny"
-    build(out, alfworld_data, "tiny", seed=0)
+    build(out, EnvConfig(data=str(alfworld_data)), "tiny", seed=0)
     return out
 
 

@@ -16,6 +16,7 @@ from evoh.cli.recipe_options import (
     FreezeBankOption,
     GamesOption,
     JsonOption,
+    KindOption,
     LimitOption,
     MaxStepsOption,
     ModelOption,
@@ -48,6 +49,7 @@ def collect(
     base_url: BaseUrlOption = None,
     adapter: AdapterOption = None,
     data: DataOption = None,
+    kind: KindOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
@@ -59,7 +61,7 @@ def collect(
     resolved = resolve(
         recipe, sets, collect__policy=teacher, collect__label=label_with, collect__split=split, collect__limit=limit, collect__spread=spread, collect__games=games, env__workers=workers,
         harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
-        collect__freeze_bank=freeze_bank, env__data=data,
+        collect__freeze_bank=freeze_bank, env__data=data, env__kind=kind,
         model__model=model, model__base_url=base_url, model__adapter=adapter,
     )
     with episode_bar("collect") as callbacks:

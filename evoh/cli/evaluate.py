@@ -16,6 +16,7 @@ from evoh.cli.recipe_options import (
     FreezeBankOption,
     GamesOption,
     JsonOption,
+    KindOption,
     LimitOption,
     MaxStepsOption,
     ModelOption,
@@ -55,6 +56,7 @@ def evaluate(
     base_url: BaseUrlOption = None,
     adapter: AdapterOption = None,
     data: DataOption = None,
+    kind: KindOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
@@ -67,7 +69,7 @@ def evaluate(
         recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, eval__spread=spread, eval__games=games, harness__mode=mode,
         harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
         eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
-        env__max_steps=max_steps, eval__seed=seed, env__data=data,
+        env__max_steps=max_steps, eval__seed=seed, env__data=data, env__kind=kind,
         model__model=model, model__base_url=base_url, model__adapter=adapter,
     )
     with episode_bar("eval") as callbacks:

@@ -1,4 +1,4 @@
-"""`evoh games`: what an ALFWorld data directory holds."""
+"""`evoh games`: the games a world holds: ALFWorld's data directory, or MiniHouse's generated splits."""
 
 from __future__ import annotations
 
@@ -7,24 +7,30 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json, stdout_console
-from evoh.env.games import SPLITS, canonical_split, data_root, discover
+from evoh.cli.recipe_options import DataOption, KindOption, RecipeOption, SetOption, resolve
+from evoh.env.games import SPLITS, canonical_split
 from evoh.env.types import TASK_TYPES
+from evoh.env.world import data_input, discover_games
 from evoh.errors import EvohError
 
 
 def games(
-    data: Annotated[str, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")] = "",
+    data: DataOption = None,
+    kind: KindOption = None,
     split: Annotated[
         str, typer.Option("--split", "-s", help="One split (train, valid_seen, valid_unseen, or an eval_* alias); all by default.")
     ] = "",
+    recipe: RecipeOption = None,
+    sets: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    root = data_root(data)
+    env = resolve(recipe, sets, env__data=data, env__kind=kind).env
+    root = data_input(env)
     names = [canonical_split(split)] if split else list(SPLITS)
     found = {}
     for name in names:
         try:
-            found[name] = discover(name, root)
+            found[name] = discover_games(env, name)
         except EvohError:
             if split:
                 raise
@@ -32,7 +38,8 @@ def games(
         raise EvohError(f"no ALFWorld splits under {root}", hint="point --data or ALFWORLD_DATA at the folder holding json_2.1.1/")
     grammars = sorted({g for result in found.values() for g in result.grammars()})
     report = {
-        "data": str(root),
+        "kind": env.kind,
+        "data": root,
         "grammar": grammars[0] if len(grammars) == 1 else ("mixed: " + ", ".join(grammars) if grammars else "none"),
         "splits": {
             name: {
@@ -56,7 +63,8 @@ def _print_table(report: dict) -> None:
     from rich.table import Table
 
     out = stdout_console()
-    table = Table(title=f"ALFWorld games in {report['data']} (grammar {report['grammar']})", title_justify="left")
+    world = "MiniHouse games of size " + report["data"].partition(":")[2] if report["kind"] == "minihouse" else f"ALFWorld games in {report['data']}"
+    table = Table(title=f"{world} (grammar {report['grammar']})", title_justify="left")
     table.add_column("split", no_wrap=True)
     for short in TASK_TYPES.values():
         table.add_column(short, justify="right")

@@ -13,6 +13,7 @@ from evoh.cli.recipe_options import (
     BankOption,
     DataOption,
     JsonOption,
+    KindOption,
     RecipeOption,
     SetOption,
     WorkersOption,
@@ -35,6 +36,7 @@ def grpo(
     bank: BankOption = None,
     workers: WorkersOption = None,
     data: DataOption = None,
+    kind: KindOption = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
@@ -44,7 +46,7 @@ def grpo(
 
     resolved = resolve(
         recipe, sets, grpo__start=start, grpo__model=model, grpo__updates=updates, grpo__tasks_per_update=tasks_per_update,
-        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, grpo__bank=bank, env__workers=workers, env__data=data,
+        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, grpo__bank=bank, env__workers=workers, env__data=data, env__kind=kind,
     )
     with update_display() as callbacks:
         result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)

@@ -8,12 +8,14 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json
+from evoh.cli.recipe_options import DataOption, KindOption, resolve
 from evoh.errors import EvohError
 
 
 def init(
     out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
-    data: Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")] = None,
+    data: DataOption = None,
+    kind: KindOption = None,
     size: Annotated[str, typer.Option("--size", help="tiny (~1M parameters, tests) or small (a few million, demos).")] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tokenizer corpus and the weights.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
@@ -23,7 +25,7 @@ def init(
 
     if out.exists() and any(out.iterdir()) and not force:
         raise EvohError(f"{out} is not empty", hint="pick a new --out, or pass --force to overwrite it")
-    info = build(out, data, size, seed)
+    info = build(out, resolve(None, None, env__data=data, env__kind=kind).env, size, seed)
     if as_json:
         print_json(info)
     else:

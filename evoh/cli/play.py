@@ -8,15 +8,19 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json
-from evoh.env.games import find_task
+from evoh.cli.recipe_options import DataOption, KindOption, RecipeOption, SetOption, resolve
 from evoh.env.play import GameSession, Transcript, read_commands, replay
 from evoh.env.types import Step
+from evoh.env.world import find_game
 from evoh.errors import EvohError
 
 
 def play(
-    game: Annotated[str, typer.Argument(help="A trial folder, a task id (valid_seen/<game>/<trial>), or SPLIT:INDEX.")],
-    data: Annotated[str, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")] = "",
+    game: Annotated[str, typer.Argument(help="A task id (valid_seen/<game>/<trial>; MiniHouse: valid_seen/heat-00003), SPLIT:INDEX, or an ALFWorld trial folder.")],
+    data: DataOption = None,
+    kind: KindOption = None,
+    recipe: RecipeOption = None,
+    sets: SetOption = None,
     commands: Annotated[
         Path | None, typer.Option("--commands", "-c", help="Replay this file (one command a line) and print the transcript.")
     ] = None,
@@ -24,7 +28,8 @@ def play(
     as_json: Annotated[bool, typer.Option("--json", help="With --commands: print the transcript as JSON.")] = False,
 ) -> None:
     """Exits 0 only if the game was won."""
-    task = find_task(game, data or None)
+    env = resolve(recipe, sets, env__data=data, env__kind=kind).env
+    task = find_game(env, game)
     if commands is not None:
         if not commands.is_file():
             raise EvohError(f"commands file {commands} does not exist", hint="give a text file with one command per line")

@@ -29,6 +29,7 @@ BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this 
 FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]
+KindOption = Annotated[str | None, typer.Option("--kind", help="The world (env.kind): alfworld, or minihouse (procedural, no data needed).")]
 
 
 def resolve(recipe: Path | None, sets: list[str] | None, **options: Any) -> Recipe:

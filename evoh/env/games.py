@@ -172,12 +172,19 @@ def load_tasks(
     split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False,
     types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
 ) -> list[Task]:
-    """``limit`` playable games of a split (all when None), in id order: the first ones, or with ``spread``
-    ones evenly spaced over the split, which (ids start with the task type) covers every task type.
-    ``types`` (short or long names) and ``ids`` (task ids, a game list) keep only those games, before the
-    limit is taken."""
+    """``limit`` playable ALFWorld games of a split (all when None); see ``select_tasks``."""
+    return select_tasks(discover(split, data).tasks, canonical_split(split), limit, spread, types, ids)
+
+
+def select_tasks(
+    tasks: list[Task], split: str, limit: int | None = None, spread: bool = False,
+    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+) -> list[Task]:
+    """``limit`` of a split's games in id order: the first ones, or with ``spread`` ones evenly spaced over the
+    split, which (ids start with the task type) covers every task type. ``types`` (short or long names) and
+    ``ids`` (task ids, a game list) keep only those games, before the limit is taken."""
     wanted = task_type_names(types) if types else None
-    tasks = [t for t in discover(split, data).tasks if wanted is None or t.task_type in wanted]
+    tasks = [t for t in tasks if wanted is None or t.task_type in wanted]
     if ids:
         known = {t.id for t in tasks}
         unknown = [i for i in dict.fromkeys(ids) if i not in known]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from evoh.env.inprocess import InProcessPool
 from evoh.env.pool import EnvPool
 from evoh.env.types import Step, Task
+from evoh.env.world import make_engine
 
 
 @dataclass
@@ -39,13 +41,17 @@ class Transcript:
 
 
 class GameSession:
-    """A single episode on a one-worker pool: ``start()``, then ``send(command)`` until ``done``."""
+    """A single episode (ALFWorld's on a one-worker pool, MiniHouse's in this process): ``start()``, then
+    ``send(command)`` until ``done``."""
 
     KEY = "play"
 
     def __init__(self, task: Task, max_steps: int = 50, step_timeout: float = 60.0) -> None:
         self.task = task
-        self._pool = EnvPool(1, max_steps=max_steps, step_timeout=step_timeout)
+        if task.kind == "minihouse":
+            self._pool = InProcessPool(make_engine, max_steps=max_steps)
+        else:
+            self._pool = EnvPool(1, max_steps=max_steps, step_timeout=step_timeout, engine=make_engine)
         self.transcript: Transcript | None = None
 
     def start(self) -> Step:

@@ -20,13 +20,14 @@ GRAMMARS = ("2.1.1", "2.1.2")
 
 @dataclass(frozen=True)
 class Task:
-    """One ALFWorld game: where its files are and what kind of task it is."""
+    """One game: which world it belongs to, where its file is (or how to generate it) and what kind of task it is."""
 
     id: str  # "<split>/<game folder>/<trial folder>", stable across machines
     split: str
     task_type: str  # long name, a key of TASK_TYPES
     game_file: str  # absolute path of game.tw-pddl
     grammar: str  # "2.1.1" (put X in/on Y) or "2.1.2" (move X to Y, help)
+    kind: str = "alfworld"  # the world: alfworld (game_file is a game.tw-pddl) or minihouse (game_file names a generated game)
 
     @property
     def short_type(self) -> str:

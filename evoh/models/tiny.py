@@ -1,4 +1,4 @@
-"""A small Qwen3 model with a byte-level BPE tokenizer trained on ALFWorld text and evoh's own prompts.
+"""A small Qwen3 model with a byte-level BPE tokenizer trained on its world's text (ALFWorld or MiniHouse) and evoh's prompts.
 
 Input embeddings and output head are separate (untied) weights, so LoRA fine-tuning can train both as
 saved modules (``sft.train_embeddings``): a random base cannot learn through low-rank updates alone.
@@ -10,13 +10,12 @@ model for CPU work and tests, not a pretrained one.
 
 from __future__ import annotations
 
-import json
 import random
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from evoh.env.games import load_tasks
+from evoh.config import EnvConfig
+from evoh.env.world import game_facts, load_games
 from evoh.errors import EvohError
 from evoh.harness.prompts import MODES, HarnessModules, system_prompt
 from evoh.workspace import share_weights
@@ -28,23 +27,19 @@ SIZES = {
     # a few million: for demos
     "small": {"vocab": 4096, "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32},
 }
-_OBJECT = re.compile(r"\(objectType (\w+?)_bar_\S* (\w+)Type\)")
-_RECEPTACLE = re.compile(r"\(receptacleType (\w+?)_bar_\S* (\w+)Type\)")
 
 
-def corpus(data: str | Path | None, games: int = 300, seed: int = 0) -> Iterator[str]:
+def corpus(env: EnvConfig, games: int = 300, seed: int = 0) -> Iterator[str]:
     """Text in the shape evoh's prompts and responses take: objectives, room descriptions, commands, turns."""
     rng = random.Random(seed)
     for mode in MODES:
         for modules in (HarnessModules(), HarnessModules(False, True, True)):
             for charged in (False, True):
                 yield system_prompt(mode, modules, charged)
-    tasks = load_tasks("train", data)
+    tasks = load_games(env, "train", 6 * games if env.kind == "minihouse" else None, spread=True)
     for task in rng.sample(tasks, min(games, len(tasks))):
-        game = json.loads(Path(task.game_file).read_text())
-        goal = re.search(r'"rhs": "Your task is to: (.*?)"', game["grammar"]).group(1)
-        objects = sorted({t.lower() for _, t in _OBJECT.findall(game["pddl_problem"])})
-        places = sorted({t.lower() for _, t in _RECEPTACLE.findall(game["pddl_problem"])})
+        facts = game_facts(task)
+        goal, objects, places = facts.goal, facts.objects, facts.receptacles
         names = [f"{p} {i}" for p in places for i in range(1, rng.randint(2, 5))]
         things = [f"{o} {rng.randint(1, 4)}" for o in objects]
         yield f"Objective: {goal}"
@@ -64,8 +59,9 @@ def corpus(data: str | Path | None, games: int = 300, seed: int = 0) -> Iterator
             ])
 
 
-def build(out: Path, data: str | Path | None = None, size: str = "tiny", seed: int = 0) -> dict:
-    """Write a fresh model directory to ``out``; returns its description."""
+def build(out: Path, env: EnvConfig | None = None, size: str = "tiny", seed: int = 0) -> dict:
+    """Write a fresh model directory to ``out``, its tokenizer trained on the text of ``env``'s world (ALFWorld
+    by default); returns its description."""
     import torch
     from tokenizers import (
         Tokenizer,
@@ -94,7 +90,7 @@ def build(out: Path, data: str | Path | None = None, size: str = "tiny", seed: i
     trainer = trainers.BpeTrainer(
         vocab_size=vocab, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
-    backend.train_from_iterator(corpus(data, seed=seed), trainer=trainer)
+    backend.train_from_iterator(corpus(env or EnvConfig(), seed=seed), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
         additional_special_tokens=["<|im_start|>", "<think>", "</think>"], model_max_length=4096,

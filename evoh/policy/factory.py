@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from evoh.config import Recipe
-from evoh.env.games import load_tasks
+from evoh.env.world import load_games
 from evoh.errors import EvohError
 from evoh.policy.base import Policy
 
@@ -19,7 +19,8 @@ def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
         from evoh.policy.search_prior import SearchPrior
 
         try:
-            train = load_tasks("train", recipe.env.data or None)
+            # a statistic over train games, as a model's weights are; MiniHouse's train split is unbounded: 600 suffice
+            train = load_games(recipe.env, "train", 600 if recipe.env.kind == "minihouse" else None, spread=True)
         except EvohError:
             log.warning("no train split found: the expert searches without its learned ranking")
             train = []

@@ -1,20 +1,16 @@
-"""Where each object type tends to be: counts learned from the train split's game files.
+"""Where each object type tends to be: counts learned from the train split's games.
 
 The expert's own search ranking before its Experience bank knows anything. It is a statistic over
-training games (like a model's weights), never a look at the game being played.
+training games (ALFWorld's game files, MiniHouse's generated rooms), like a model's weights, never a
+look at the game being played.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from pathlib import Path
-
-import orjson
 
 from evoh.env.types import Task
-
-_IN_RECEPTACLE = re.compile(r"\(inReceptacle ([A-Za-z]+)_bar_\S* ([A-Za-z]+)_bar_\S*\)")
+from evoh.env.world import placement_counts
 
 
 class SearchPrior:
@@ -28,12 +24,7 @@ class SearchPrior:
 
     @classmethod
     def from_games(cls, tasks: list[Task]) -> SearchPrior:
-        counts: dict[str, Counter] = defaultdict(Counter)
-        for task in tasks:
-            problem = orjson.loads(Path(task.game_file).read_bytes())["pddl_problem"]
-            for obj, place in _IN_RECEPTACLE.findall(problem):
-                counts[obj.lower()][place.lower()] += 1
-        return cls({k: dict(v) for k, v in counts.items()})
+        return cls(placement_counts(tasks))
 
     def score(self, kind: str, place_type: str) -> float:
         """P(place type | object type), with a small share for receptacles that hold many things."""

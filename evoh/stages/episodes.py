@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from evoh.config import EnvConfig, PlayConfig, Recipe, recipe_dict, recipe_toml
-from evoh.env.pool import EnvPool
 from evoh.env.types import Task
+from evoh.env.world import data_input, load_games, open_pool
 from evoh.errors import EvohError
 from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
@@ -132,7 +132,7 @@ def play_tasks(
     identity = policy.identity()
     bank, batches_done = _load_state(directory, start_bank)
     path = directory / records_file
-    with JsonlLog(path) as records, EnvPool(env.workers, max_steps=env.max_steps, step_timeout=env.step_timeout) as pool:
+    with JsonlLog(path) as records, open_pool(env, env.max_steps) as pool:
         done = {r["fingerprint"] for r in records.records if not r.get("error")}
         failed_before = {r["task"]["id"] for r in latest(records.records) if r.get("error")}
         if callbacks.on_start:
@@ -215,12 +215,12 @@ def run_split(
     """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``.
     ``policy`` defaults to the one ``play.policy`` names."""
     from evoh import __version__
-    from evoh.env.games import data_root, load_tasks, read_game_list
+    from evoh.env.games import read_game_list
     from evoh.policy.factory import build_policy
 
-    data = data_root(recipe.env.data or None)
+    data = data_input(recipe.env)
     listed = read_game_list(play.games) if play.games else ()
-    tasks = load_tasks(play.split, data, play.limit or None, play.spread, ids=listed)
+    tasks = load_games(recipe.env, play.split, play.limit or None, play.spread, ids=listed)
     settings = episode_settings(recipe)
     policy = policy or build_policy(play.policy, recipe, play.seed)
     run_key = {
@@ -261,7 +261,7 @@ def run_split(
             stage,
             {
                 "config": recipe_dict(recipe),
-                "inputs": {"data": str(data), "bank": bank_input(bank_path)},
+                "inputs": {"data": data, "bank": bank_input(bank_path)},
                 "seed": play.seed,
                 "seconds": time.time() - started,
                 "episodes": summary["episodes"],

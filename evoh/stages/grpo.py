@@ -588,8 +588,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     from transformers import get_scheduler
 
     from evoh import __version__
-    from evoh.env.games import data_root, load_tasks
-    from evoh.env.pool import EnvPool
+    from evoh.env.world import data_input, load_games, open_pool
     from evoh.policy.local import LocalPolicy, training_precision
     from evoh.policy.vllm_engine import choose_generator
 
@@ -602,9 +601,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         # a varying number of micro-batches, so its gradients would be stepped at the wrong boundaries
         raise EvohError("evoh grpo does not run under DeepSpeed", hint="launch it with recipes/accelerate/ddp-8gpu.yaml (DDP) instead")
     main = accelerator.is_main_process
-    data = data_root(recipe.env.data or None)
-    tasks = load_tasks(g.split, data, g.limit or None, types=g.task_types)
-    val_tasks = load_tasks(g.val_split, data, g.val_limit or None, spread=True) if g.val_every else []
+    data = data_input(recipe.env)
+    tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types)
+    val_tasks = load_games(recipe.env, g.val_split, g.val_limit or None, spread=True) if g.val_every else []
     train_settings = rollout_settings(recipe)
     val_settings = episode_settings(recipe)  # the published evaluation protocol, as `evoh eval` plays it
 
@@ -675,7 +674,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 _append(directory / "validation.jsonl", [figures])
             return figures
 
-        with EnvPool(recipe.env.workers, max_steps=max(g.max_steps, recipe.env.max_steps), step_timeout=recipe.env.step_timeout) as pool:
+        with open_pool(recipe.env, max(g.max_steps, recipe.env.max_steps)) as pool:
             if g.val_every and update == 0:
                 validate_and_log(0)  # the starting policy, for the curve's first point
             while update < g.updates:
@@ -721,7 +720,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                     "base_model": weights_identity(base),
                     "start_adapter": {"path": str(start_adapter), "sha256": file_sha256(start_adapter / "adapter_model.safetensors")} if start_adapter else None,
                     "start_bank": bank_input(bank_path),
-                    "data": str(data),
+                    "data": data,
                     "processes": accelerator.num_processes,
                     "generator": generator,
                     "guided": sampling.guided,  # model.guided: rollouts and validation decoded under the turn grammar

@@ -184,7 +184,7 @@ class Pipeline:
         if ran:
             if path.exists() and any(path.iterdir()):
                 raise EvohError(f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder")
-            build(path, self.recipe.env.data or None, self.recipe.run.model_size, self.recipe.sft.seed)
+            build(path, self.recipe.env, self.recipe.run.model_size, self.recipe.sft.seed)
         return [{"stage": "model", "ran": ran, "seconds": time.time() - started}]
 
     def _collect(self) -> list[dict[str, Any]]:
