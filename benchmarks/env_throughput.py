@@ -1,23 +1,27 @@
-"""Engine throughput: one process, the EnvPool, and threads sharing one lock (what TextWorld forces on threads).
+"""Engine throughput per world: one process, the EnvPool, and threads (sharing one lock for TextWorld, which
+is not thread-safe; free for MiniHouse), and the size of a turn's prompt in each world.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/env_throughput.py [--games 8] [--steps 40] [--workers 2]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/env_throughput.py [--kind alfworld minihouse] [--games 8] [--steps 40]
 
 Every mode plays the same games with the same seeded random admissible commands. "resets/s" counts
 loading a game and resetting it (what starting an episode of a new game costs); "steps/s" counts
-commands. Process start-up and library imports are paid before the clock starts.
+commands. Process start-up and library imports are paid before the clock starts. The prompt figure is
+the mean length of the expert's turn prompts (system prompt and turn) on the same games.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import threading
 import time
+from statistics import fmean
 
-from evoh.env.engine import GameEngine
-from evoh.env.games import load_tasks
+from evoh.config import load_recipe
 from evoh.env.pool import EnvPool
+from evoh.env.world import load_games, make_engine, open_pool
 
 BIG = 10_000  # no episode ends on its step budget during the benchmark
 
@@ -26,21 +30,26 @@ def _command(rng: random.Random, admissible) -> str:
     return rng.choice([c for c in admissible if c not in ("look", "inventory")] or list(admissible))
 
 
+def _advance(engine, rng: random.Random, state):
+    """One command, or a fresh episode where a random walk has won its game (MiniHouse's small rooms allow it)."""
+    return engine.reset() if state.done else engine.step(_command(rng, state.admissible))
+
+
 def one_process(tasks, steps: int) -> tuple[float, float]:
-    GameEngine(tasks[0].game_file, BIG).reset()  # imports and caches out of the measurement
+    make_engine(tasks[0].game_file, BIG).reset()  # imports and caches out of the measurement
     started = time.perf_counter()
-    engines = [GameEngine(t.game_file, BIG) for t in tasks]
+    engines = [make_engine(t.game_file, BIG) for t in tasks]
     states = [e.reset() for e in engines]
     reset_time = time.perf_counter() - started
     rngs = [random.Random(i) for i in range(len(tasks))]
     started = time.perf_counter()
     for _ in range(steps):
-        states = [e.step(_command(r, s.admissible)) for e, r, s in zip(engines, rngs, states)]
+        states = [_advance(e, r, s) for e, r, s in zip(engines, rngs, states)]
     return reset_time, time.perf_counter() - started
 
 
 def pool(tasks, steps: int, workers: int) -> tuple[float, float]:
-    with EnvPool(workers, max_steps=BIG) as envs:
+    with EnvPool(workers, max_steps=BIG, engine=make_engine) as envs:
         envs.reset({"warm": tasks[0]})
         envs.release(["warm"])
         warm_others = {f"w{i}": tasks[0] for i in range(workers)}
@@ -52,30 +61,31 @@ def pool(tasks, steps: int, workers: int) -> tuple[float, float]:
         rngs = {i: random.Random(i) for i in range(len(tasks))}
         started = time.perf_counter()
         for _ in range(steps):
-            states = envs.step({i: _command(rngs[i], s.admissible) for i, s in states.items()})
+            won = {i: tasks[i] for i, s in states.items() if s.done}
+            states = envs.step({i: _command(rngs[i], s.admissible) for i, s in states.items() if not s.done})
+            states.update(envs.reset(won) if won else {})
         return reset_time, time.perf_counter() - started
 
 
-def locked_threads(tasks, steps: int, threads: int) -> tuple[float, float]:
-    GameEngine(tasks[0].game_file, BIG).reset()
-    lock = threading.Lock()
+def threads_(tasks, steps: int, threads: int, locked: bool) -> tuple[float, float]:
+    make_engine(tasks[0].game_file, BIG).reset()
+    lock = threading.Lock() if locked else contextlib.nullcontext()
     shares = [list(range(len(tasks)))[i::threads] for i in range(threads)]
-    engines: dict[int, GameEngine] = {}
+    engines: dict[int, object] = {}
     states: dict = {}
 
     def start(indices):
         for i in indices:
             with lock:
-                engines[i] = GameEngine(tasks[i].game_file, BIG)
+                engines[i] = make_engine(tasks[i].game_file, BIG)
                 states[i] = engines[i].reset()
 
     def play(indices):
         rngs = {i: random.Random(i) for i in indices}
         for _ in range(steps):
             for i in indices:
-                command = _command(rngs[i], states[i].admissible)
                 with lock:
-                    states[i] = engines[i].step(command)
+                    states[i] = _advance(engines[i], rngs[i], states[i])
 
     timings = []
     for phase in (start, play):
@@ -89,21 +99,32 @@ def locked_threads(tasks, steps: int, threads: int) -> tuple[float, float]:
     return timings[0], timings[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--games", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=40, help="commands per game")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--split", default="valid_seen")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+def prompt_chars(kind: str, games: int) -> float:
+    """Mean characters of the expert's turn prompts (system + turn) on ``games`` valid_seen games of ``kind``."""
+    from evoh.harness.experience import Bank
+    from evoh.policy.factory import build_policy
+    from evoh.rollout import rollout
+    from evoh.stages.episodes import episode_settings
 
-    tasks = load_tasks(args.split)[: args.games]
+    recipe = load_recipe(None, [f"env.kind={kind}", "harness.system_prompt=brief"])
+    tasks = load_games(recipe.env, "valid_seen", games, spread=True)
+    records = []
+    with open_pool(recipe.env, recipe.env.max_steps) as envs:
+        rollout([(t.id, t) for t in tasks], build_policy("expert", recipe), envs, episode_settings(recipe), Bank(), lambda e, _: records.append(e.record()))
+    return fmean(len(r["system"]) + len(turn["user"]) for r in records for turn in r["trace"])
+
+
+def measure(kind: str, args) -> dict:
+    env = load_recipe(None, [f"env.kind={kind}"]).env
+    tasks = load_games(env, args.split, args.games, spread=True)
     modes = {
         "one process": lambda: one_process(tasks, args.steps),
         f"EnvPool, {args.workers} workers": lambda: pool(tasks, args.steps, args.workers),
-        f"{args.workers} threads, one lock": lambda: locked_threads(tasks, args.steps, args.workers),
     }
+    if kind == "alfworld":
+        modes[f"{args.workers} threads, one lock"] = lambda: threads_(tasks, args.steps, args.workers, locked=True)
+    else:
+        modes[f"{args.workers} threads, no lock"] = lambda: threads_(tasks, args.steps, args.workers, locked=False)
     rows = {}
     for name, run in modes.items():
         reset_time, step_time = run()
@@ -112,16 +133,34 @@ def main() -> None:
     for row in rows.values():
         row["reset_speedup"] = row["resets_per_s"] / base["resets_per_s"]
         row["step_speedup"] = row["steps_per_s"] / base["steps_per_s"]
+    return {"games": len(tasks), "steps_per_game": args.steps, "modes": rows, "prompt_chars": prompt_chars(kind, args.games)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", nargs="+", default=["alfworld", "minihouse"], choices=["alfworld", "minihouse"])
+    parser.add_argument("--games", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=40, help="commands per game")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--split", default="valid_seen")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    results = {kind: measure(kind, args) for kind in args.kind}
     if args.json:
-        print(json.dumps({"games": len(tasks), "steps_per_game": args.steps, "modes": rows}, indent=2))
+        print(json.dumps(results, indent=2))
         return
-    print(f"{len(tasks)} {args.split} games, {args.steps} random admissible commands each")
-    print(f"{'mode':<26}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
-    for name, row in rows.items():
-        print(
-            f"{name:<26}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}"
-            f"{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}"
-        )
+    for kind, result in results.items():
+        print(f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each; "
+              f"expert turn prompts {result['prompt_chars']:.0f} characters on average")
+        print(f"{'mode':<26}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
+        for name, row in result["modes"].items():
+            print(f"{name:<26}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}")
+    if len(results) == 2:
+        a, m = results["alfworld"], results["minihouse"]
+        print(f"minihouse / alfworld, one process: steps/s x{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
+              f"resets/s x{m['modes']['one process']['resets_per_s'] / a['modes']['one process']['resets_per_s']:.0f}, "
+              f"prompt length x{m['prompt_chars'] / a['prompt_chars']:.2f}")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ SPLITS = ("train", "valid_seen", "valid_unseen")
 class MiniHouseConfig:
     """The size of MiniHouse's procedural rooms (env.kind = "minihouse"); every game of a run shares it."""
 
-    receptacles: int = 8  # receptacles per room (ALFWorld's rooms hold 10 to 40): prompts a third of ALFWorld's
-    objects: int = 6  # objects besides the task's own
+    receptacles: int = 6  # receptacles per room (ALFWorld's rooms hold 10 to 40)
+    objects: int = 4  # objects besides the task's own
     distractors: int = 1  # of those, how many lie beside the task's object
     valid_games: int = 20  # games per task type in valid_seen and in valid_unseen
     train_games: int = 1000  # games per task type that the train split lists (any index is a game)

@@ -27,6 +27,18 @@ def tiny_model(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return out
 
 
+@pytest.fixture(scope="session")
+def minihouse_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Qwen3 with a tokenizer trained on MiniHouse text: needs no ALFWorld data."""
+    pytest.importorskip("transformers")
+    from evoh.config import EnvConfig
+    from evoh.models.tiny import build
+
+    out = tmp_path_factory.mktemp("models") / "minihouse"
+    build(out, EnvConfig(kind="minihouse"), "tiny", seed=0)
+    return out
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -81,8 +81,8 @@ VALID_SPLITS = ("valid_seen", "valid_unseen")
 class HouseSize:
     """How big a MiniHouse room is; every game of a run shares one size."""
 
-    receptacles: int = 8  # receptacles in the room, closed ones included
-    objects: int = 6  # objects besides the task's own
+    receptacles: int = 6  # receptacles in the room, closed ones included
+    objects: int = 4  # objects besides the task's own
     distractors: int = 1  # of those, how many lie beside the task's object, so the take list there is longer
 
     def problem(self) -> str | None:
@@ -209,11 +209,10 @@ def generate(split: str, task_type: str, index: int, size: HouseSize) -> House:
     holders = [n for n in names if type_of(n) != target or short == "look"]
     numbers: dict[str, list[int]] = {}
 
-    def new(kind: str, where: str) -> Thing:
+    def new(kind: str, where: str) -> Thing:  # a type's instances are numbered 1, 2, ... as they are placed
         taken = numbers.setdefault(kind, [])
-        number = rng.choice([n for n in range(1, 2 * len(taken) + 3) if n not in taken])
-        taken.append(number)
-        return Thing(f"{kind} {number}", where)
+        taken.append(len(taken) + 1)
+        return Thing(f"{kind} {taken[-1]}", where)
 
     home_names = [n for n in holders if type_of(n) == home] or holders
     spot = rng.choice(home_names)
