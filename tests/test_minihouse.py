@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import Counter
@@ -163,3 +164,64 @@ def test_games_and_play_on_the_command_line(tmp_path: Path):
     assert clean.short_type == "clean"
     result = evoh("play", "valid_seen:0", "--kind", "minihouse", "--commands", str(script))
     assert result.exit_code == 1 and "result: not won" in result.stdout
+
+
+def test_the_whole_pipeline_runs_on_minihouse_without_alfworld_data(tmp_path: Path, minihouse_model: Path, monkeypatch: pytest.MonkeyPatch):
+    """The engine-free tier: collect → refine → sft → grpo → eval → export on generated games, no ALFWORLD_DATA."""
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(f"""
+[run]
+stages = ["collect", "refine", "sft", "grpo", "eval", "export"]
+eval_from = ["sft", "grpo"]
+eval_splits = ["valid_unseen"]
+export_dtype = "fp32"
+
+[env]
+kind = "minihouse"
+max_steps = 4
+
+[env.minihouse]
+valid_games = 1
+
+[collect]
+limit = 4
+spread = true
+
+[refine]
+val_fraction = 0.0
+
+[sft]
+model = "{minihouse_model}"
+max_steps = 2
+lora_r = 4
+lora_alpha = 8
+batch_size = 2
+per_device_batch = 2
+max_length = 1024
+
+[grpo]
+updates = 1
+tasks_per_update = 1
+group_size = 2
+max_steps = 4
+max_tokens = 12
+val_every = 0
+
+[model]
+max_tokens = 12
+guided = true
+
+[eval]
+limit = 2
+""")
+    ws = tmp_path / "ws"
+    result = evoh("run", str(recipe), "-w", str(ws), "--json")
+    assert result.exit_code == 0, result.stderr
+    for stage in ("collect", "refine", "sft", "grpo", "eval/sft-valid_unseen", "eval/grpo-valid_unseen", "export"):
+        assert (ws / stage / "stage.json").exists(), stage
+    records = [json.loads(line) for line in (ws / "collect" / "trajectories.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(r["task"]["kind"] == "minihouse" for r in records)
+    summary = json.loads((ws / "eval" / "grpo-valid_unseen" / "summary.json").read_text())
+    assert summary["episodes"] == 2 and summary["split"] == "valid_unseen"
+    assert json.loads((ws / "collect" / "stage.json").read_text())["inputs"]["data"] == "minihouse:6,4,1"
