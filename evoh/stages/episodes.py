@@ -6,7 +6,7 @@ absorbed, written atomically together, so a killed run resumes at the batch it w
 bank, skipping the episodes already written: the result is the one an uninterrupted run gives. An
 episode that ended in an error (a dead engine, a policy out of retries) is not counted as done: a
 rerun plays it again, inside its batch while that batch is open, or else in one extra batch at the end
-with the bank as it is then.
+with the bank as it is then; so is a game of a consolidated batch whose record was lost (a torn line).
 """
 
 from __future__ import annotations
@@ -134,14 +134,14 @@ def play_tasks(
     path = directory / records_file
     with JsonlLog(path) as records, open_pool(env, env.max_steps) as pool:
         done = {r["fingerprint"] for r in records.records if not r.get("error")}
-        failed_before = {r["task"]["id"] for r in latest(records.records) if r.get("error")}
+        finished_ids = {r["task"]["id"] for r in records.records if not r.get("error")}
         if callbacks.on_start:
-            ids = {t.id for t in tasks}
-            callbacks.on_start(len(tasks), sum(1 for r in latest(records.records) if not r.get("error") and r["task"]["id"] in ids))
+            callbacks.on_start(len(tasks), len(finished_ids & {t.id for t in tasks}))
         batches = _batches(tasks, batch_size)
-        # episodes that ended in an error inside batches already consolidated are played again at the
-        # end, with the bank as it is now, as one more batch
-        repair = [t for batch in batches[:batches_done] for t in batch if t.id in failed_before]
+        # a game of a batch already consolidated without a finished record (its episode ended in an error,
+        # or its record was lost, e.g. a torn last line dropped) is played again at the end, with the bank
+        # as it is now, as one more batch
+        repair = [t for batch in batches[:batches_done] for t in batch if t.id not in finished_ids]
         plan = [(i, b) for i, b in enumerate(batches) if i >= batches_done] + ([(None, repair)] if repair else [])
         for index, batch in plan:
             digest = bank.digest()
