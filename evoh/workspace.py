@@ -236,11 +236,13 @@ class Workspace:
         return STAGE_COMMANDS.get(top, f"evoh {top} -w {{ws}}").format(ws=self.root, name=name or "NAME")
 
     @contextlib.contextmanager
-    def writing(self, stage: str) -> Iterator[Path]:
+    def writing(self, stage: str, *, unfinish: bool = True) -> Iterator[Path]:
         """Hold the stage's lock while it is (re)written; its old ``stage.json`` goes first.
 
-        Removing the manifest up front means a run killed half-way never leaves a directory that
-        claims to be finished; outputs that resume (JSONL) are kept.
+        Removing the manifest before anything is written means a run killed half-way never leaves a
+        directory that claims to be finished; outputs that resume (JSONL) are kept. A stage that reads
+        its own directory's files as input passes ``unfinish=False`` and calls :meth:`unfinish` once they
+        validate, so that a run refused for bad input leaves a finished stage as it was.
         """
         directory = self.path(stage)
         directory.mkdir(parents=True, exist_ok=True)
@@ -257,11 +259,16 @@ class Workspace:
                 ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)
-            with contextlib.suppress(FileNotFoundError):
-                (directory / MANIFEST).unlink()
+            if unfinish:
+                self.unfinish(stage)
             yield directory
         finally:
             os.close(fd)  # closing releases the lock; the kernel also releases it if we are killed
+
+    def unfinish(self, stage: str) -> None:
+        """Remove the stage's manifest: from now on it is being rewritten and no longer counts as finished."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.path(stage) / MANIFEST).unlink()
 
     def finish(self, stage: str, manifest: dict[str, Any]) -> Path:
         """Write the stage's manifest, last and atomically: from now on the stage counts as finished."""

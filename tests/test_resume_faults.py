@@ -38,3 +38,19 @@ def test_a_record_lost_from_a_finished_batch_is_played_again(tmp_path: Path, com
     assert json.loads(rerun.stdout)["episodes"] == 6
     ids = [r["task"]["id"] for r in read_jsonl(file).records]
     assert len(ids) == 6 and len(set(ids)) == 6 and ids[-1] == lost  # the lost game, and only it, played again
+
+
+def test_a_collect_refused_for_a_damaged_record_leaves_the_finished_stage_as_it_was(tmp_path: Path):
+    ws = tmp_path / "ws"
+    assert evoh("collect", "-w", str(ws), *COLLECT[1:]).exit_code == 0
+    directory = ws / "collect"
+    before = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file() and p.name != ".lock"}
+    trajectories = directory / "trajectories.jsonl"
+    good = trajectories.read_bytes()
+    trajectories.write_bytes(good + b"garbage\n")
+
+    refused = evoh("collect", "-w", str(ws), *COLLECT[1:])
+    assert refused.exit_code == 2 and "trajectories.jsonl:7: not a JSON record" in refused.stderr
+    trajectories.write_bytes(good)  # repaired by hand
+    assert {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file() and p.name != ".lock"} == before
+    assert evoh("refine", "-w", str(ws)).exit_code == 0

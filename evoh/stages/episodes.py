@@ -233,8 +233,12 @@ def run_split(
     }
     bank_path = resolve_bank(play.bank, workspace, stage.partition("/")[0])
     started = time.time()
-    with workspace.writing(stage) as directory:
+    with workspace.writing(stage, unfinish=False) as directory:
         check_same_run(directory, run_key)
+        # the records to resume are input: a damaged one is refused before a finished stage is touched
+        read_jsonl(directory / records_file)
+        _load_state(directory, bank_path)
+        workspace.unfinish(stage)
         atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
         records, bank = play_tasks(
             tasks, policy, settings, recipe.env, directory, records_file, start_bank=bank_path,
