@@ -13,11 +13,38 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from evoh.errors import EvohError
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a number setting may take; a section lists its ranges in ``RANGES``, which ``_build`` checks,
+    so a recipe or ``--set`` meets the same bounds as a command-line flag."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # the bound itself is excluded
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low}"
+        return f"in {'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
+
+
+AT_LEAST_1 = Range(1)
+NON_NEGATIVE = Range(0)
+POSITIVE = Range(0, low_open=True)
+TOP_P = Range(0, 1, low_open=True)
 
 
 @dataclass
@@ -44,6 +71,8 @@ class EnvConfig:
     step_timeout: float = 60.0  # seconds one reset or step may take before its worker is replaced
     minihouse: MiniHouseConfig = field(default_factory=MiniHouseConfig)
 
+    RANGES: ClassVar[dict[str, Range]] = {"max_steps": AT_LEAST_1, "workers": AT_LEAST_1, "step_timeout": POSITIVE}
+
 
 @dataclass
 class HarnessConfig:
@@ -61,6 +90,8 @@ class HarnessConfig:
     # full: the rules in words (a pretrained model reads them); brief: one line with the reply form, the verbs and
     # the budget rule, for a model trained from scratch on examples (the full text is ~40% of its example tokens)
     system_prompt: Literal["full", "brief"] = "full"
+
+    RANGES: ClassVar[dict[str, Range]] = {"free_meta_cap": NON_NEGATIVE, "recall_k": NON_NEGATIVE, "few_shot": NON_NEGATIVE}
 
 
 @dataclass
@@ -99,6 +130,11 @@ class ModelConfig:
     # or an allowed meta-action (the model still chooses which); off, garbage is recorded as invalid turns
     guided: bool = False
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "temperature": NON_NEGATIVE, "top_p": TOP_P, "max_tokens": AT_LEAST_1, "concurrency": AT_LEAST_1,
+        "retries": NON_NEGATIVE, "timeout": POSITIVE, "backoff": NON_NEGATIVE, "batch_size": AT_LEAST_1,
+    }
+
 
 @dataclass
 class PlayConfig:
@@ -115,6 +151,8 @@ class PlayConfig:
     max_active: int = 16  # episodes in flight at once
     bank: str = ""  # start from this bank.json ("collect" or "grpo": that stage's bank in this workspace); "": empty
     freeze_bank: bool = False  # never consolidate: every episode sees the starting bank
+
+    RANGES: ClassVar[dict[str, Range]] = {"limit": NON_NEGATIVE, "batch_size": AT_LEAST_1, "max_active": AT_LEAST_1}
 
 
 @dataclass
@@ -141,6 +179,8 @@ class RefineConfig:
     max_prompt_chars: int = 0  # drop turns whose prompt is longer; 0: no cap
     val_fraction: float = 0.1  # share of kept episodes held out for validation
     seed: int = 0
+
+    RANGES: ClassVar[dict[str, Range]] = {"max_turns": NON_NEGATIVE, "max_prompt_chars": NON_NEGATIVE, "val_fraction": Range(0, 1, high_open=True)}
 
 
 @dataclass
@@ -176,6 +216,13 @@ class SftConfig:
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     action_check: int = 200  # validation turns whose greedy action is compared with the teacher's (0: none)
     seed: int = 0
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "lora_r": AT_LEAST_1, "lora_alpha": AT_LEAST_1, "lora_dropout": Range(0, 1, high_open=True), "epochs": NON_NEGATIVE,
+        "lr": POSITIVE, "warmup_ratio": Range(0, 1), "batch_size": AT_LEAST_1, "per_device_batch": AT_LEAST_1,
+        "max_length": AT_LEAST_1, "save_steps": AT_LEAST_1, "eval_steps": AT_LEAST_1, "logging_steps": AT_LEAST_1,
+        "action_check": NON_NEGATIVE,
+    }
 
 
 @dataclass
@@ -269,6 +316,16 @@ class GrpoConfig:
     seed: int = 0
     reward: RewardConfig = field(default_factory=RewardConfig)
 
+    RANGES: ClassVar[dict[str, Range]] = {
+        "updates": AT_LEAST_1, "tasks_per_update": AT_LEAST_1, "group_size": Range(2), "limit": NON_NEGATIVE,
+        "max_steps": AT_LEAST_1, "temperature": POSITIVE, "top_p": TOP_P, "max_tokens": AT_LEAST_1, "lr": POSITIVE,
+        "warmup_updates": NON_NEGATIVE, "kl": NON_NEGATIVE, "kl_cap": NON_NEGATIVE, "clip_low": Range(0, 1),
+        "clip_high": NON_NEGATIVE, "sft_weight": NON_NEGATIVE, "sft_examples": AT_LEAST_1, "minibatches": AT_LEAST_1,
+        "micro_batch_tokens": AT_LEAST_1, "max_grad_norm": POSITIVE, "lora_r": AT_LEAST_1, "lora_alpha": AT_LEAST_1,
+        "save_every": AT_LEAST_1, "val_every": NON_NEGATIVE, "val_limit": NON_NEGATIVE, "drift_examples": NON_NEGATIVE,
+        "vllm_memory": Range(0, 1, low_open=True, high_open=True),
+    }
+
 
 @dataclass
 class RunConfig:
@@ -353,6 +410,12 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
             values[key] = _build(hints[key], value, f"{where}{key}.")
         else:
             values[key] = _coerce(value, hints[key], f"{where}{key}")
+            allowed = getattr(cls, "RANGES", {}).get(key)
+            if allowed is not None and values[key] not in allowed:
+                raise EvohError(
+                    f"{where}{key} = {value!r} is out of range: it must be {allowed}",
+                    hint=f"set a value {allowed}, e.g. --set {where}{key}={getattr(cls(), key)!r}",
+                )
     return cls(**values)
 
 

@@ -48,6 +48,47 @@ def test_bad_overrides_are_clear_errors(override: str, message: str, hint: str):
     assert message in info.value.message and hint in info.value.hint
 
 
+@pytest.mark.parametrize(
+    ("override", "message", "hint"),
+    [
+        ("env.max_steps=-5", "env.max_steps = -5 is out of range: it must be >= 1", "--set env.max_steps=50"),
+        ("env.workers=0", "env.workers = 0 is out of range: it must be >= 1", "set a value >= 1"),
+        ("env.step_timeout=0", "env.step_timeout = 0 is out of range: it must be > 0", "--set env.step_timeout=60.0"),
+        ("collect.limit=-1", "collect.limit = -1 is out of range: it must be >= 0", "--set collect.limit=0"),
+        ("eval.max_active=0", "eval.max_active = 0 is out of range", ">= 1"),
+        ("model.top_p=0", "model.top_p = 0 is out of range: it must be in (0, 1]", "--set model.top_p=1.0"),
+        ("model.temperature=-0.1", "model.temperature = -0.1 is out of range: it must be >= 0", ">= 0"),
+        ("refine.val_fraction=1", "refine.val_fraction = 1 is out of range: it must be in [0, 1)", "[0, 1)"),
+        ("sft.lr=0", "sft.lr = 0 is out of range: it must be > 0", "--set sft.lr=1e-05"),
+        ("grpo.group_size=1", "grpo.group_size = 1 is out of range: it must be >= 2", "--set grpo.group_size=8"),
+    ],
+)
+def test_settings_out_of_range_are_refused_whoever_sets_them(override: str, message: str, hint: str, tmp_path: Path):
+    with pytest.raises(EvohError) as info:
+        load_recipe(None, [override])
+    assert message in info.value.message and hint in info.value.hint
+    section, _, rest = override.partition(".")
+    key, _, value = rest.partition("=")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(f"[{section}]\n{key} = {value}\n")
+    with pytest.raises(EvohError, match="is out of range"):
+        load_recipe(recipe)
+
+
+def test_values_at_a_closed_bound_are_accepted():
+    recipe = load_recipe(None, ["env.max_steps=1", "model.top_p=1", "model.temperature=0", "refine.val_fraction=0", "grpo.group_size=2"])
+    assert (recipe.env.max_steps, recipe.model.top_p, recipe.grpo.group_size) == (1, 1.0, 2)
+
+
+def test_an_out_of_range_setting_exits_2_before_anything_is_written(tmp_path: Path):
+    from tests.cli_runner import evoh
+
+    for setting in ("env.max_steps=-5", "env.workers=0"):
+        result = evoh("collect", "-w", str(tmp_path / "ws"), "--kind", "minihouse", "--limit", "2", "--set", setting)
+        assert result.exit_code == 2 and f"error: {setting.replace('=', ' = ')} is out of range" in result.stderr
+    assert not (tmp_path / "ws").exists()
+
+
 def test_bad_recipe_files(tmp_path: Path):
     with pytest.raises(EvohError, match="does not exist"):
         load_recipe(tmp_path / "missing.toml")
