@@ -166,7 +166,7 @@ def _goal(rng: random.Random, short: str) -> tuple[str, str | None, str, int, st
     kinds = [o for o, (states, _) in OBJECTS.items() if state is None or state in states]
     obj = rng.choice(kinds)
     homes = OBJECTS[obj][1]
-    targets = [t for t in (*homes, "countertop", "shelf", "diningtable", "sidetable", "cabinet", "dresser", "desk") if t != (APPLIANCE.get(state) if state else None)]
+    targets = [t for t in (*homes, "countertop", "shelf", "diningtable", "sidetable", "cabinet", "dresser", "desk") if t != APPLIANCE.get(state)]
     target = rng.choice(sorted(set(targets)))
     if short == "pick2":
         text = rng.choice([f"put two {obj} in {target}.", f"find two {obj} and put them in {target}."])

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from evoh.env.inprocess import InProcessPool
-from evoh.env.pool import EnvPool
 from evoh.env.types import Step, Task
-from evoh.env.world import make_engine
+from evoh.env.world import pool_for
 
 
 @dataclass
@@ -48,10 +46,7 @@ class GameSession:
 
     def __init__(self, task: Task, max_steps: int = 50, step_timeout: float = 60.0) -> None:
         self.task = task
-        if task.kind == "minihouse":
-            self._pool = InProcessPool(make_engine, max_steps=max_steps)
-        else:
-            self._pool = EnvPool(1, max_steps=max_steps, step_timeout=step_timeout, engine=make_engine)
+        self._pool = pool_for(task.kind, max_steps, 1, step_timeout)
         self.transcript: Transcript | None = None
 
     def start(self) -> Step:

@@ -88,12 +88,11 @@ def find_game(env: EnvConfig, spec: str) -> Task:
         match = [t for t in discover_games(env, split).tasks if t.id == spec]
         if match:
             return match[0]
-        if split == "train" and re.fullmatch(r"train/[a-z0-9]+-\d{5}", spec):  # the train split is unbounded
-            short, _, number = spec[6:].rpartition("-")
-            long = {v: k for k, v in TASK_TYPES.items()}.get(short)
-            if long:
-                size = house_size(env)
-                return Task(spec, "train", long, minihouse.game_file("train", long, int(number), size), "2.1.1", "minihouse")
+        short = spec[6:].rpartition("-")[0]
+        if split == "train" and short in TASK_TYPES.values() and re.fullmatch(r"train/[a-z0-9]+-\d{5}", spec):  # unbounded
+            file = f"{minihouse.GAME_PREFIX}{spec}@{house_size(env).spec()}"
+            _, long, _, _ = minihouse.parse_game_file(file)
+            return Task(spec, "train", long, file, "2.1.1", "minihouse")
     raise EvohError(f"no MiniHouse game {spec!r}", hint="give a task id like valid_seen/heat-00003, or valid_seen:0")
 
 
@@ -110,13 +109,18 @@ def make_engine(game_file: str, max_steps: int) -> Any:
 
 def open_pool(env: EnvConfig, max_steps: int, workers: int | None = None) -> Any:
     """The pool a recipe's games play on: worker processes for ALFWorld, this process for MiniHouse."""
-    if check_kind(env) == "minihouse":
+    return pool_for(check_kind(env), max_steps, workers or env.workers, env.step_timeout)
+
+
+def pool_for(kind: str, max_steps: int, workers: int, step_timeout: float) -> Any:
+    """A pool for games of ``kind``: MiniHouse's engines live in this process, ALFWorld's in worker processes."""
+    if kind == "minihouse":
         from evoh.env.inprocess import InProcessPool
 
         return InProcessPool(make_engine, max_steps=max_steps)
     from evoh.env.pool import EnvPool
 
-    return EnvPool(workers or env.workers, max_steps=max_steps, step_timeout=env.step_timeout, engine=make_engine)
+    return EnvPool(workers, max_steps=max_steps, step_timeout=step_timeout, engine=make_engine)
 
 
 def data_input(env: EnvConfig) -> str:
