@@ -88,7 +88,8 @@ class HarnessConfig:
     few_shot: int = 0  # demonstrations in the system prompt, taken from few_shot_from
     few_shot_from: str = ""  # a trajectories.jsonl of expert episodes
     # full: the rules in words (a pretrained model reads them); brief: one line with the reply form, the verbs and
-    # the budget rule, for a model trained from scratch on examples (the full text is ~40% of its example tokens)
+    # the budget rule, for a model trained from scratch on examples (which would spend much of every example on
+    # the same constant text)
     system_prompt: Literal["full", "brief"] = "full"
 
     RANGES: ClassVar[dict[str, Range]] = {"free_meta_cap": NON_NEGATIVE, "recall_k": NON_NEGATIVE, "few_shot": NON_NEGATIVE}
@@ -204,15 +205,15 @@ class SftConfig:
     batch_size: int = 16  # examples per optimizer step, across devices and accumulation
     per_device_batch: int = 4
     max_length: int = 4096
-    # true: batches of examples of similar length (transformers' length-grouped sampler), 15% more tokens/s
-    # on the recipe's data, but its run then won 0/32 valid_seen games instead of 7/32 (README): off
+    # true: batches of examples of similar length (transformers' length-grouped sampler): less padding, but the CPU
+    # recipe trained that way learnt less, for reasons not established (docs/results); off
     group_by_length: bool = False
     save_steps: int = 50
     eval_steps: int = 50
     logging_steps: int = 5
     gradient_checkpointing: bool = False  # saves GPU memory; off on CPU, where it fails
     # auto: bf16 where the hardware computes it natively (a GPU that supports it: bf16 weights; a CPU with
-    # AVX512-BF16 or AMX: autocast over fp32 weights, 1.5x the training tokens/s here), else fp32
+    # AVX512-BF16 or AMX: autocast over fp32 weights), else fp32, where emulated bf16 would be slower
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     action_check: int = 200  # validation turns whose greedy action is compared with the teacher's (0: none)
     seed: int = 0
@@ -262,7 +263,7 @@ class GrpoConfig:
     lr: float = 1e-6
     # adamw (the paper's) or sgd: plain gradient steps of lr times the clipped gradient. Adam's first steps move
     # every weight by about lr whatever its gradient, so a noisy gradient from few rollouts moves the policy in
-    # every direction at once; an SGD step is the gradient itself (lr on another scale: about 0.1 here)
+    # every direction at once; an SGD step is the gradient itself (so its lr is on another scale)
     optimizer: Literal["adamw", "sgd"] = "adamw"
     scheduler: str = "constant"  # any transformers scheduler name: constant, cosine, linear, ...
     warmup_updates: int = 0

@@ -2,8 +2,8 @@
 
 On a CPU, PyTorch allocates tensors with the C library's malloc. Generation and training allocate tensors
 of a different size for every batch (prompt lengths vary), and glibc keeps what they free in its arenas
-instead of returning it: `evoh run recipes/tiny-cpu.toml` held 17.9 GB resident at the end of GRPO, of
-which 15.8 GB was free heap, growing by about half a gigabyte an update. ``malloc_trim`` returns it.
+instead of returning it, so a long run's resident memory grows with every update although little of it is
+in use (figures in benchmarks/README.md). ``malloc_trim`` returns it.
 Elsewhere (macOS, musl) there is nothing to call, and nothing is done.
 """
 

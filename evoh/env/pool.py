@@ -26,7 +26,7 @@ from evoh.env.types import Step, Task
 from evoh.errors import RUN_FAILED, EvohError
 
 EngineFactory = Callable[[str, int], Any]  # (game_file, max_steps) -> an object with reset() and step(command)
-_IDLE_ENGINES_PER_WORKER = 8  # loaded games kept for reuse: a reset of a loaded game is ~2x faster
+_IDLE_ENGINES_PER_WORKER = 8  # loaded games kept for reuse: resetting one skips loading it, most of a reset's cost
 
 
 def _serve(conn: Connection, make_engine: EngineFactory, max_steps: int) -> None:
