@@ -48,6 +48,9 @@ _TURN_FIELDS = {
 }
 
 
+_MESSAGE_FIELDS = {"role": _TEXT, "content": _TEXT}
+
+
 def _described(value: Any) -> str:
     """What a JSON value is, in the words the errors use."""
     return {dict: "an object", list: "a list", str: "text", bool: "true or false", type(None): "null"}.get(type(value), "a number")
@@ -83,6 +86,20 @@ def validate(record: dict[str, Any], source: str) -> dict[str, Any]:
             hint="the line was edited or written by another program: restore the file, delete that line, "
             "or rerun the stage that wrote it (evoh collect, evoh eval)",
         ) from None
+    return record
+
+
+def validate_example(record: Any, source: str, hint: str) -> dict[str, Any]:
+    """Raise unless an SFT example (refine's train.jsonl and val.jsonl) is chat messages, each a role and its
+    text, ending with the assistant's answer: what the trainer's chat template and its loss mask read."""
+    try:
+        _check_fields(record, {"messages": _LIST}, "the example")
+        for number, message in enumerate(record["messages"]):
+            _check_fields(message, _MESSAGE_FIELDS, f"message {number} of its 'messages'")
+        if not record["messages"] or record["messages"][-1]["role"] != "assistant":
+            raise ValueError("the example does not end with the assistant's message, the answer it trains")
+    except ValueError as exc:
+        raise EvohError(f"{source}: {exc}", hint=hint) from None
     return record
 
 

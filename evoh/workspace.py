@@ -123,13 +123,21 @@ class JsonlContents:
     good_size: int = 0  # bytes up to and including the last complete line
 
 
-def read_jsonl(path: Path) -> JsonlContents:
+def read_jsonl(path: Path, warn_torn: bool = True) -> JsonlContents:
     """Parse a JSONL file written by :class:`JsonlLog`.
 
-    A last line without its newline is a write cut short: it is returned as ``torn`` and never parsed.
+    A last line without its newline is a write cut short: it is returned as ``torn``, never parsed, and (unless
+    the caller says what it does about it) named in a warning, as the record it held is lost to this reader.
     A complete line that is not a JSON object means the file was damaged some other way: that is an error,
     and so is a record of a known schema (an episode) without the fields its readers use.
     """
+    contents = _parse_jsonl(path)
+    if contents.torn and warn_torn:
+        log.warning("%s: left out its torn last line (%d bytes), a write cut short: the record it held is lost", path, len(contents.torn))
+    return contents
+
+
+def _parse_jsonl(path: Path) -> JsonlContents:
     contents = JsonlContents()
     if not path.exists():
         return contents
@@ -163,7 +171,7 @@ class JsonlLog:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = read_jsonl(self.path)
+        existing = read_jsonl(self.path, warn_torn=False)
         if existing.torn:
             log.warning("%s: dropped a torn last line (%d bytes) left by an interrupted run", self.path, len(existing.torn))
             os.truncate(self.path, existing.good_size)

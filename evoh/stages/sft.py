@@ -132,6 +132,23 @@ def incomplete(checkpoint: Path) -> str | None:
     return None
 
 
+def check_examples(path: Path, workspace: Workspace) -> None:
+    """refine writes its files whole, so a torn line, a line that is not JSON or an example without its messages
+    is damage: refused here, naming the line, before the dataset loader meets it with a traceback."""
+    from evoh.records import validate_example
+    from evoh.workspace import read_jsonl
+
+    fix = f"the file was edited or damaged: rerun `evoh refine -w {workspace.root}` to write it again"
+    try:
+        contents = read_jsonl(path, warn_torn=False)
+    except EvohError as exc:
+        raise EvohError(exc.message, hint=fix) from None
+    if contents.torn:
+        raise EvohError(f"{path}: its last line is cut short ({len(contents.torn)} bytes without a newline)", hint=fix)
+    for number, row in enumerate(contents.records, start=1):
+        validate_example(row, f"{path}:{number}", fix)
+
+
 def resumable_checkpoint(checkpoints: Path) -> Path | None:
     """The newest complete ``checkpoint-N`` in ``checkpoints``; a newer one a kill left incomplete is named
     and passed over. None (said so) when there is none to resume from."""
@@ -164,6 +181,12 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     if c.full and c.load_in_4bit:
         raise EvohError("full fine-tuning cannot train 4-bit weights", hint="drop --load-in-4bit, or drop --full to train a LoRA adapter on the 4-bit base")
     check_4bit(c.load_in_4bit)
+    data_dir = workspace.path("refine")
+    files = {"train": str(data_dir / "train.jsonl")}
+    if (data_dir / "val.jsonl").stat().st_size > 0:
+        files["val"] = str(data_dir / "val.jsonl")
+    for file in files.values():
+        check_examples(Path(file), workspace)
 
     import torch
     from datasets import load_dataset
@@ -171,10 +194,6 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
-    data_dir = workspace.path("refine")
-    files = {"train": str(data_dir / "train.jsonl")}
-    if (data_dir / "val.jsonl").stat().st_size > 0:
-        files["val"] = str(data_dir / "val.jsonl")
     data = load_dataset("json", data_files=files)
     cuda = torch.cuda.is_available()
     bf16 = training_precision(c.precision, cuda, "sft") == "bf16"
