@@ -43,6 +43,7 @@ def summary_table(summary: dict[str, Any], title: str):
     meta = summary["meta_per_episode"]
     usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
     table.caption = (
+        f"{played_of_requested(summary)}\n"
         f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
         f"({usage}){won_meta(summary)}{idle_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
@@ -50,6 +51,17 @@ def summary_table(summary: dict[str, Any], title: str):
         table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
     table.caption_justify = "left"
     return table
+
+
+def played_of_requested(summary: dict[str, Any]) -> str:
+    """What success is a share of: the games asked for, less the unplayable ones skipped and the episodes that
+    ended in errors."""
+    finished, errors = summary["finished"], summary["errors"]
+    requested = summary.get("requested", finished + errors)  # summaries older than the count skipped nothing
+    parts = [f"{finished} finished"] + [f"{errors} ended in errors"] * bool(errors)
+    skipped = len(summary.get("skipped_games", ()))
+    parts += [f"{skipped} unplayable, skipped (named on stderr)"] * bool(skipped)
+    return f"games: {requested} asked for, {', '.join(parts)}; success is over the {finished} finished"
 
 
 def won_meta(summary: dict[str, Any]) -> str:

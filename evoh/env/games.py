@@ -5,10 +5,15 @@ decides) its path names neither a "movable" nor a "Sliced" variant, its task typ
 ``game.tw-pddl`` exists, and that file says ``"solvable": true``. evoh also checks that the grammar is a
 known version and reports every folder it rejects with the reason. Games are sorted by id, so a
 selection (``--limit``) is the same on every machine.
+
+A folder alfworld's rule leaves out (a variant, an unsolvable game) is not part of the split. One whose files
+are damaged (truncated, missing, of no known grammar) is: a selection that reaches it skips it, says so
+and counts it, and never swaps in another game, so that success keeps the denominator that was asked for.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +23,8 @@ import orjson
 
 from evoh.env.types import SPLIT_ALIASES, TASK_TYPES, Task
 from evoh.errors import EvohError
+
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 _PUT_2_1_1 = 'template :: "put {o} in/on {r}"'
@@ -30,6 +37,7 @@ class GameProblem:
 
     path: str
     reason: str
+    by_rule: bool = False  # left out by alfworld's own selection (a variant, an unsolvable game), not damaged
 
 
 @dataclass
@@ -45,6 +53,36 @@ class SplitGames:
 
     def grammars(self) -> list[str]:
         return sorted({t.grammar for t in self.tasks})
+
+    def unplayable(self) -> list[SkippedGame]:
+        """The damaged games of the split (alfworld's own exclusions are not games of it)."""
+        return [SkippedGame(f"{self.split}/{p.path}", p.reason) for p in self.problems if not p.by_rule]
+
+
+@dataclass(frozen=True)
+class SkippedGame:
+    """A game of the split that a selection reached but could not play."""
+
+    id: str  # as a Task's id would be
+    reason: str
+
+    @property
+    def task_type(self) -> str | None:
+        """From the folder name, which ALFWorld starts with the task type: the file that says it may be damaged."""
+        prefix = self.id.partition("/")[2].split("-")[0]
+        return prefix if prefix in TASK_TYPES else None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The games a request chose: those to play, and those it reached that are unplayable (not replaced)."""
+
+    tasks: list[Task]
+    skipped: list[SkippedGame] = field(default_factory=list)
+
+    @property
+    def requested(self) -> int:
+        return len(self.tasks) + len(self.skipped)
 
 
 def data_root(data: str | Path | None = None) -> Path:
@@ -109,7 +147,7 @@ def _read_json(path: Path) -> dict | str:
 def _check_game(folder: Path, split: str, split_dir: Path) -> Task | GameProblem:
     rel = folder.relative_to(split_dir).as_posix()
     if "movable" in rel or "Sliced" in rel:
-        return GameProblem(rel, "movable-receptacle and sliced variants are not supported by alfworld")
+        return GameProblem(rel, "movable-receptacle and sliced variants are not supported by alfworld", by_rule=True)
     traj = _read_json(folder / "traj_data.json")
     if isinstance(traj, str):
         return GameProblem(rel, traj)
@@ -125,7 +163,7 @@ def _check_game(folder: Path, split: str, split_dir: Path) -> Task | GameProblem
     if "solvable" not in game:
         return GameProblem(rel, "game.tw-pddl has no 'solvable' key")
     if not game["solvable"]:
-        return GameProblem(rel, "game.tw-pddl is marked unsolvable")
+        return GameProblem(rel, "game.tw-pddl is marked unsolvable", by_rule=True)
     grammar = grammar_version(str(game.get("grammar", "")))
     if grammar is None:
         return GameProblem(rel, "game.tw-pddl has a grammar of no known version (neither 2.1.1 nor 2.1.2)")
@@ -172,21 +210,23 @@ def load_tasks(
     split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False,
     types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
 ) -> list[Task]:
-    """``limit`` playable ALFWorld games of a split (all when None); see ``select_tasks``."""
-    return select_tasks(discover(split, data).tasks, canonical_split(split), limit, spread, types, ids)
+    """``limit`` playable ALFWorld games of a split (all when None); see ``select_games``."""
+    return select_games(discover(split, data), limit, spread, types, ids).tasks
 
 
-def select_tasks(
-    tasks: list[Task], split: str, limit: int | None = None, spread: bool = False,
+def select_games(
+    games: SplitGames, limit: int | None = None, spread: bool = False,
     types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
-) -> list[Task]:
+) -> Selection:
     """``limit`` of a split's games in id order: the first ones, or with ``spread`` ones evenly spaced over the
     split, which (ids start with the task type) covers every task type. ``types`` (short or long names) and
-    ``ids`` (task ids, a game list) keep only those games, before the limit is taken."""
-    wanted = task_type_names(types) if types else None
-    tasks = [t for t in tasks if wanted is None or t.task_type in wanted]
+    ``ids`` (task ids, a game list) keep only those games, before the limit is taken. A damaged game the
+    choice reaches is skipped with a warning, not replaced: the selection is the one an intact split gives."""
+    split, wanted = games.split, task_type_names(types) if types else None
+    chosen: list[Task | SkippedGame] = sorted([*games.tasks, *games.unplayable()], key=lambda g: g.id)
+    chosen = [g for g in chosen if wanted is None or g.task_type in wanted]
     if ids:
-        known = {t.id for t in tasks}
+        known = {g.id for g in chosen}
         unknown = [i for i in dict.fromkeys(ids) if i not in known]
         if unknown:
             raise EvohError(
@@ -194,15 +234,30 @@ def select_tasks(
                 hint=f"list task ids of the {split} split as episodes.jsonl writes them, or pass the split they belong to (--split)",
             )
         listed = set(ids)
-        tasks = [t for t in tasks if t.id in listed]
-    if not tasks:
+        chosen = [g for g in chosen if g.id in listed]
+    if not chosen:
         kinds = f" {', '.join(sorted(TASK_TYPES[t] for t in wanted))}" if wanted else ""
         raise EvohError(f"no playable{kinds} {split} games found", hint="run `evoh games` to see why each folder was rejected")
-    if not limit or limit >= len(tasks):
-        return tasks
-    if spread:
-        return [tasks[i * len(tasks) // limit] for i in range(limit)]
-    return tasks[:limit]
+    if limit and limit < len(chosen):
+        chosen = [chosen[i * len(chosen) // limit] for i in range(limit)] if spread else chosen[:limit]
+    selection = Selection([g for g in chosen if isinstance(g, Task)], [g for g in chosen if isinstance(g, SkippedGame)])
+    if selection.skipped:
+        _warn_skipped(split, selection)
+    return selection
+
+
+def _warn_skipped(split: str, selection: Selection, named: int = 10) -> None:
+    skipped, fix = selection.skipped, f"`evoh games --split {split}` lists them; restore them from the ALFWorld download"
+    if not selection.tasks:
+        first = skipped[0]
+        raise EvohError(
+            f"every one of the {selection.requested} {split} games asked for is unplayable (first: {first.id}: {first.reason})",
+            hint=f"{fix}, or choose other games (--limit, --games)",
+        )
+    lines = [f"  {g.id}: {g.reason}" for g in skipped[:named]]
+    lines += [f"  and {len(skipped) - named} more"] if len(skipped) > named else []
+    head = f"skipping {len(skipped)} of the {selection.requested} {split} games asked for, whose files are damaged ({fix}):"
+    log.warning("\n".join([head, *lines]))
 
 
 def find_task(spec: str, data: str | Path | None = None) -> Task:
@@ -219,7 +274,9 @@ def find_task(spec: str, data: str | Path | None = None) -> Task:
         return checked
     if ":" in spec:
         split, _, index = spec.partition(":")
-        tasks = load_tasks(split, data)
+        tasks = discover(split, data).tasks  # an index counts playable games: a damaged one is not one to warn of here
+        if not tasks:
+            raise EvohError(f"no playable {split} games found", hint="run `evoh games` to see why each folder was rejected")
         if not index.isdigit() or int(index) >= len(tasks):
             raise EvohError(f"{spec!r}: index must be 0..{len(tasks) - 1}", hint=f"for example {split}:0")
         return tasks[int(index)]

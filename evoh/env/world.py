@@ -17,7 +17,7 @@ import orjson
 
 from evoh.config import EnvConfig
 from evoh.env import minihouse
-from evoh.env.games import SPLITS, SplitGames, canonical_split, data_root, discover, find_task, load_tasks, select_tasks
+from evoh.env.games import SPLITS, Selection, SplitGames, canonical_split, data_root, discover, find_task, select_games
 from evoh.env.types import TASK_TYPES, Task
 from evoh.errors import EvohError
 
@@ -67,10 +67,17 @@ def load_games(
     env: EnvConfig, split: str, limit: int | None = None, spread: bool = False,
     types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
 ) -> list[Task]:
-    """``limit`` games of a split in id order (see ``games.load_tasks`` for ``spread``, ``types`` and ``ids``)."""
-    if check_kind(env) == "alfworld":
-        return load_tasks(split, env.data or None, limit, spread, types=types, ids=ids)
-    return select_tasks(discover_games(env, split).tasks, split, limit, spread, types, ids)
+    """``limit`` playable games of a split in id order (see ``choose_games``)."""
+    return choose_games(env, split, limit, spread, types, ids).tasks
+
+
+def choose_games(
+    env: EnvConfig, split: str, limit: int | None = None, spread: bool = False,
+    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+) -> Selection:
+    """``limit`` games of a split in id order, and the damaged ones among them, skipped with a warning (see
+    ``games.select_games`` for ``spread``, ``types`` and ``ids``)."""
+    return select_games(discover_games(env, split), limit, spread, types, ids)
 
 
 def find_game(env: EnvConfig, spec: str) -> Task:

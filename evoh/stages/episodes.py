@@ -23,7 +23,7 @@ import orjson
 
 from evoh.config import EnvConfig, PlayConfig, Recipe, recipe_dict, recipe_toml
 from evoh.env.types import Task
-from evoh.env.world import data_input, load_games, open_pool
+from evoh.env.world import choose_games, data_input, open_pool
 from evoh.errors import EvohError
 from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
@@ -220,7 +220,8 @@ def run_split(
 
     data = data_input(recipe.env)
     listed = read_game_list(play.games) if play.games else ()
-    tasks = load_games(recipe.env, play.split, play.limit or None, play.spread, ids=listed)
+    chosen = choose_games(recipe.env, play.split, play.limit or None, play.spread, ids=listed)
+    tasks = chosen.tasks
     settings = episode_settings(recipe)
     policy = policy or build_policy(play.policy, recipe, play.seed)
     run_key = {
@@ -236,7 +237,7 @@ def run_split(
     with workspace.writing(stage, unfinish=False) as directory:
         check_same_run(directory, run_key)
         # the records to resume are input: a damaged one is refused before a finished stage is touched
-        read_jsonl(directory / records_file)
+        read_jsonl(directory / records_file, warn_torn=False)  # opening them drops a torn line, and says so
         _load_state(directory, bank_path)
         workspace.unfinish(stage)
         atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
@@ -247,6 +248,9 @@ def run_split(
         summary = {
             **summarize(records),
             **(extra or {}),
+            # success is over the games played: the games asked for, less the unplayable ones skipped
+            "requested": chosen.requested,
+            "skipped_games": [{"id": g.id, "reason": g.reason} for g in chosen.skipped],
             "split": play.split,
             "protocol": {
                 **settings.protocol(),
