@@ -132,6 +132,16 @@ def incomplete(checkpoint: Path) -> str | None:
     return None
 
 
+def keep_metrics_until(path: Path, step: int) -> None:
+    """Keep the lines of steps up to the checkpoint a run continues from (0: none): the steps after it run and log
+    again, and what a killed run logged past its last complete checkpoint would otherwise appear twice."""
+    from evoh.workspace import atomic_write_bytes, read_jsonl
+
+    if path.exists():
+        kept = [r for r in read_jsonl(path).records if r.get("step", 0) <= step]
+        atomic_write_bytes(path, b"".join(orjson.dumps(r) + b"\n" for r in kept))
+
+
 def check_examples(path: Path, workspace: Workspace) -> None:
     """refine writes its files whole, so a torn line, a line that is not JSON or an example without its messages
     is damage: refused here, naming the line, before the dataset loader meets it with a traceback."""
@@ -254,6 +264,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             disable_tqdm=not os.isatty(2),
         )
         metrics_file = directory / "metrics.jsonl"
+        if _rank() == 0:
+            keep_metrics_until(metrics_file, int(checkpoint.name.rpartition("-")[2]) if checkpoint else 0)
 
         class MetricsToJsonl(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kwargs):
