@@ -1,7 +1,8 @@
 """The one error type evoh raises for anything a user can fix.
 
-The CLI prints ``error: <message>`` and the hint on stderr and exits with ``exit_code``:
-2 for bad input (the default), 1 for a run that started and failed.
+The CLI prints ``error: <message>`` and the hint on stderr and exits with ``exit_code``: 2 for bad input or
+settings (the default), 1 for a run that finished with episodes in errors (or started and failed). A clean
+run exits 0 and an interrupted one 130 (docs/reliability.md).
 """
 
 from __future__ import annotations

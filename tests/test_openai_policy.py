@@ -145,7 +145,8 @@ def test_exhausted_retries_are_recorded_and_a_rerun_retries_only_those(alfworld_
 
     with FakeOpenAI(looker, broken_for_one) as server:
         first = _run(tmp_path, server, alfworld_data)
-    assert first.exit_code == 0, first.stderr
+    assert first.exit_code == 1, first.stderr  # finished, with episodes to retry
+    assert "rerun the same command to retry them" in first.stderr
     assert json.loads(first.stdout)["errors"] == len(marked)
     records = read_jsonl(tmp_path / "eval" / "openai-valid_seen" / "episodes.jsonl").records
     failed = [r for r in records if r["error"]]

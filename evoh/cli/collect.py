@@ -56,6 +56,7 @@ def collect(
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
     from evoh.stages import collect as stage
+    from evoh.stages.summary import errored_run
     from evoh.workspace import Workspace
 
     resolved = resolve(
@@ -70,3 +71,6 @@ def collect(
         print_json(summary)
     else:
         stdout_console().print(summary_table(summary, f"collect: {summary['split']}, {who_played(summary['policy'])}"))
+    failure = errored_run(summary, "collect")
+    if failure:  # after the results: a script reads them, and the exit status says a rerun has work to do
+        raise failure

@@ -63,6 +63,7 @@ def evaluate(
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
     from evoh.stages import evaluate as stage
+    from evoh.stages.summary import errored_run
     from evoh.workspace import Workspace
 
     resolved = resolve(
@@ -78,3 +79,6 @@ def evaluate(
         print_json(summary)
     else:
         stdout_console().print(summary_table(summary, f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, {who_played(summary['policy'])}"))
+    failure = errored_run(summary, f"eval {summary['name']}")
+    if failure:  # after the results: a script reads them, and the exit status says a rerun has work to do
+        raise failure

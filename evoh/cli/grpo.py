@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 
@@ -20,6 +21,7 @@ from evoh.cli.recipe_options import (
     WorkspaceOption,
     resolve,
 )
+from evoh.errors import RUN_FAILED, EvohError
 
 
 def grpo(
@@ -48,7 +50,8 @@ def grpo(
         recipe, sets, grpo__start=start, grpo__model=model, grpo__updates=updates, grpo__tasks_per_update=tasks_per_update,
         grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, grpo__bank=bank, env__workers=workers, env__data=data, env__kind=kind,
     )
-    with update_display() as callbacks:
+    errors = RolloutErrors()
+    with update_display(errors) as callbacks:
         result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)
     from evoh.stages.sft import is_main_process
 
@@ -62,10 +65,39 @@ def grpo(
         if final:
             line += f"; last update: success {100 * final['success']:.1f}%, meta-actions {final['meta_actions']:.2f}/episode"
         typer.echo(line)
+    failure = errors.failure(workspace)
+    if failure:
+        raise failure
+
+
+@dataclass
+class RolloutErrors:
+    """Episodes of the updates played by this command that ended in errors (a dead engine, a failed policy call).
+    An update leaves them out of training, as no evidence about the policy; a rerun cannot replay them, since
+    each update draws its own games, so the run ends with exit 1 to say it has holes, and the adapter is kept."""
+
+    rollouts: int = 0
+    errors: int = 0
+    validation: int = 0
+
+    def count(self, metrics: dict[str, Any]) -> None:
+        self.rollouts += metrics["episodes"]
+        self.errors += metrics["errors"]
+        self.validation += (metrics.get("validation") or {}).get("errors", 0)
+
+    def failure(self, workspace: object) -> EvohError | None:
+        if not (self.errors or self.validation):
+            return None
+        also = f"; {self.validation} validation episodes did too" if self.validation else ""
+        return EvohError(
+            f"grpo: {self.errors} of {self.rollouts} rollouts ended in errors and were left out of training{also}",
+            hint=f"the adapter is saved; {workspace}/grpo/rollouts.jsonl holds each error; if they recur, check the engine (env.step_timeout, env.workers) or the model",
+            exit_code=RUN_FAILED,
+        )
 
 
 @contextlib.contextmanager
-def update_display() -> Iterator[object]:
+def update_display(errors: RolloutErrors | None = None) -> Iterator[object]:
     """A bar over updates and one line per update with its headline figures (stderr, main process only)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -85,6 +117,8 @@ def update_display() -> Iterator[object]:
 
         def updated(m: dict) -> None:
             bar.update(task, advance=1)
+            if errors is not None:
+                errors.count(m)
             if quiet:
                 return
             val = m.get("validation")

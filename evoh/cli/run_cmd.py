@@ -20,7 +20,7 @@ def run(
     as_json: JsonOption = False,
 ) -> None:
     """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
-    from evoh.cli.grpo import update_display
+    from evoh.cli.grpo import RolloutErrors, update_display
     from evoh.cli.progress import episode_bar
     from evoh.stages import pipeline, report
     from evoh.workspace import Workspace
@@ -34,13 +34,21 @@ def run(
     def on_stage(name: str, runs: bool) -> None:
         err.print(f"[bold]{name}[/]: {'running' if runs else 'done before with these settings, skipped'}", markup=True, highlight=False)
 
-    hooks = pipeline.Hooks(on_stage=on_stage, episodes=lambda name: episode_bar(name), updates=update_display)
+    errors = RolloutErrors()
+    hooks = pipeline.Hooks(on_stage=on_stage, episodes=lambda name: episode_bar(name), updates=lambda: update_display(errors))
     steps = pipeline.Pipeline(resolved, ws, hooks).run()
     evals = pipeline.eval_runs(ws, resolved)
     compared = report.run(evals, ws.root / "report") if evals else None
     if as_json:
         print_json({"stages": steps, "report": compared})
-        return
+    else:
+        _print_tables(recipe, workspace, ws, steps, compared)
+    failure = errors.failure(workspace)  # a stage with episodes to retry stopped the pipeline before: only grpo's are left
+    if failure:
+        raise failure
+
+
+def _print_tables(recipe: Path, workspace: Path, ws, steps: list, compared: dict | None) -> None:
     from rich.table import Table
 
     from evoh.cli.tables import report_table

@@ -25,6 +25,7 @@ from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.stages.episodes import play_settings
+from evoh.stages.summary import errored_run
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
 
 STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
@@ -98,12 +99,15 @@ class Pipeline:
         action: Callable[[bool], dict[str, Any]],
         extendable: tuple[str, ...] = (),
         measures: bool = False,
+        plays: bool = False,
     ) -> dict[str, Any]:
         """Run ``action(resume)`` unless the stage already finished with this key; record what happened.
 
         ``extendable`` names settings (``key`` or ``section.key``) that only make a run longer: a stage whose other
         settings are unchanged continues from its checkpoints instead of starting over. A stage that ``measures``
-        (an evaluation) starts over when its settings or inputs changed: its old episodes measured other weights."""
+        (an evaluation) starts over when its settings or inputs changed: its old episodes measured other weights.
+        A stage that ``plays`` episodes and ends with some in errors is not recorded as finished: the pipeline stops
+        there (exit 1), and the next run resumes it, retrying them, before anything is built on its output."""
         inputs_keys = [self._input_key(i) for i in inputs]
         key = fingerprint({"stage": stage.split("/")[0], "settings": settings, "inputs": inputs_keys})
         fixed = copy.deepcopy(settings)
@@ -130,6 +134,10 @@ class Pipeline:
         self._save()
         started = time.time()
         result = action(resume)
+        failure = errored_run(result, stage) if plays else None
+        if failure:
+            failure.hint = f"rerun the same command to retry them; the stages after {stage} run once it has none"
+            raise failure
         manifest = file_sha256(self.workspace.path(stage) / MANIFEST)
         self.state[stage] = {"key": key, "identity": identity, "manifest_sha256": manifest, "finished_at": time.time()}
         self._save()
@@ -199,7 +207,7 @@ class Pipeline:
             with self._episodes("collect") as callbacks:
                 return collect.run(r, self.workspace, callbacks)
 
-        return [self._step("collect", settings, [], action)]
+        return [self._step("collect", settings, [], action, plays=True)]
 
     def _refine(self) -> list[dict[str, Any]]:
         from evoh.stages import refine
@@ -271,7 +279,7 @@ class Pipeline:
                     with self._episodes(name) as callbacks:
                         return evaluate.run(r, self.workspace, callbacks)
 
-                done.append(self._step(f"eval/{name}", settings, inputs, action, measures=True))
+                done.append(self._step(f"eval/{name}", settings, inputs, action, measures=True, plays=True))
         return done
 
     def _export(self) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ from statistics import mean
 from typing import Any
 
 from evoh.env.types import TASK_TYPES
+from evoh.errors import RUN_FAILED, EvohError
 from evoh.harness.turns import META_VERBS, parse_turn
 
 
@@ -39,6 +40,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "episodes": len(records),
         "finished": len(finished),
         "errors": len(records) - len(finished),
+        "errored": [{"id": r["task"]["id"], "error": r["error"]} for r in records if r.get("error")],  # for a rerun to retry
         "won": len(won),
         "success": (len(won) / len(finished)) if finished else 0.0,
         "per_type": per_type,
@@ -66,3 +68,17 @@ def label_agreement(turns: list[dict[str, Any]]) -> float:
     """How often the player did what its labeller answered on the same view: on-policy accuracy."""
     same = sum(1 for t in turns if t["action"] and t["action"] == parse_turn(t["label"]).action)
     return same / len(turns) if turns else 0.0
+
+
+def errored_run(summary: dict[str, Any], stage: str) -> EvohError | None:
+    """The exit-1 error of a run that finished with episodes in errors: their records say so, and a rerun of
+    the same command plays them (and only them) again. None for a clean run."""
+    if not summary["errors"]:
+        return None
+    first = (summary.get("errored") or [{"id": "?", "error": "?"}])[0]
+    error = first["error"] if len(first["error"]) <= 200 else first["error"][:200] + "…"
+    return EvohError(
+        f"{stage}: {summary['errors']} of {summary['episodes']} episodes ended in errors (first: {first['id']}: {error})",
+        hint="rerun the same command to retry them; the finished episodes are kept",
+        exit_code=RUN_FAILED,
+    )
