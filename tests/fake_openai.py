@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 # a fault plan answers (request number, request body) with one of:
-# "ok", "429", "500", "slow", "badjson", "empty"
+# "ok", "429", "500", "slow", "badjson", "empty", "reset" (the connection is dropped with a TCP reset, no answer)
 FaultPlan = Callable[[int, dict], str]
 
 
@@ -38,6 +40,10 @@ class FakeOpenAI:
                     server.requests.append(body)
                     server.auth.add(self.headers.get("Authorization", ""))
                 fault = server.faults(number, body)
+                if fault == "reset":  # a zero linger turns the close into a reset, as a crashed proxy sends
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
                 if fault in ("429", "500"):
                     wait = server.retry_after if fault == "429" else None
                     self._send(int(fault), json.dumps({"error": {"message": "scripted fault"}}).encode(), wait)

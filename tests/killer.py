@@ -4,8 +4,9 @@
 
 TARGET is ``module:attribute`` (``os:replace``, ``torch:save``, ``evoh.workspace:JsonlLog.append``). WHEN is
 ``before`` (the call never happens), ``after`` (it returned; its caller has not gone on), ``torn`` (it wrote
-half of what it was asked to, as a kill in the middle of the write leaves it) or ``interrupt`` (Ctrl-C arrives
-just before the call: a KeyboardInterrupt, not a kill). The function is replaced before
+half of what it was asked to, as a kill in the middle of the write leaves it), ``interrupt`` (Ctrl-C arrives
+just before the call: a KeyboardInterrupt, not a kill) or ``raise`` (that call fails with a RuntimeError,
+as an engine that crashes does; the process lives on). The function is replaced before
 evoh imports anything, so a module that imports it by name later gets the replacement too. A SIGKILL runs no
 ``finally``, no ``atexit`` and no flush: what it leaves is what a crash or an out-of-memory kill leaves.
 """
@@ -56,6 +57,8 @@ def arm(target: str, n: int, when: str) -> None:
             _die()
         if calls == n and when == "interrupt":
             raise KeyboardInterrupt
+        if calls == n and when == "raise":
+            raise RuntimeError(f"injected fault: call {n} of {target}")
         if calls == n and when == "torn":
             _tear(target, real, args, kwargs)
         result = real(*args, **kwargs)
@@ -68,7 +71,7 @@ def arm(target: str, n: int, when: str) -> None:
 
 def main() -> None:
     target, n, when, separator, *args = sys.argv[1:]
-    assert separator == "--" and when in ("before", "after", "torn", "interrupt"), sys.argv
+    assert separator == "--" and when in ("before", "after", "torn", "interrupt", "raise"), sys.argv
     arm(target, int(n), when)
     from evoh.cli.app import main as evoh
 
