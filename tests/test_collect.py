@@ -60,11 +60,12 @@ def test_the_bank_is_frozen_within_a_batch_and_consolidated_after(collected: Pat
 
 def test_show_prints_an_episode_turn_by_turn(collected: Path):
     file = collected / "collect" / "trajectories.jsonl"
-    result = evoh("show", str(file), "--episode", "1")
+    result = evoh("show", str(file), "--episode", "1", "--full")
     assert result.exit_code == 0
     assert "=== turn 1 (meta, done) ===" in result.stdout and "--- prompt ---\nObjective:" in result.stdout
     assert "--- response ---\n<think>" in result.stdout and "WON" in result.stdout
-    assert "--- prompt ---" not in evoh("show", str(file), "--no-prompts").stdout
+    compact = evoh("show", str(file), "--episode", "1").stdout
+    assert "--- prompt ---" not in compact and "Admissible commands" not in compact and "WON" in compact
     assert evoh("show", str(file), "--episode", "99").exit_code == 2
     assert evoh("show", str(collected / "nothing.jsonl")).exit_code == 2
 

@@ -87,8 +87,8 @@ def test_a_student_labelled_by_the_expert_is_refined_into_the_experts_answers(ti
     assert len(turns) == 10 and all(t["outcome"] in ("malformed", "invalid") for t in turns)  # the student played
     assert all(parse_turn(t["label"]).kind != "malformed" for t in turns)  # the expert answered every view
     assert any(parse_turn(t["label"]).kind == "env" for t in turns)
-    shown = evoh("show", str(tmp_path / "collect" / "trajectories.jsonl"), "--no-prompts").stdout
-    assert f"--- label (trained on) ---\n{turns[0]['label']}" in shown
+    shown = evoh("show", str(tmp_path / "collect" / "trajectories.jsonl"), "--episode", "0").stdout
+    assert f"label (trained on): {turns[0]['label']}" in shown
 
     result = evoh("refine", "-w", str(tmp_path), "--set", "refine.val_fraction=0", "--json")
     assert result.exit_code == 0, result.stderr

@@ -27,6 +27,7 @@ from evoh.cli import (
     run_cmd,
     sft,
     show,
+    view,
 )
 from evoh.cli.output import guarded
 
@@ -68,7 +69,8 @@ app.command("export", help="Merge the trained adapter into full weights: a model
     guarded(export.export)
 )
 app.command("report", help="Put eval runs side by side: a table, a PNG chart and a Markdown file.")(guarded(report.report))
-app.command("show", help="Print one recorded episode turn by turn: prompt, response, action, result.")(guarded(show.show))
+app.command("show", help="List a file's episodes (filter them, write their game list), or print one turn by turn.")(guarded(show.show))
+app.command("view", help="Write one HTML page of runs' episodes, turn by turn, side by side game by game.")(guarded(view.view))
 app.command("run", help="Run a recipe's pipeline end to end, skipping stages already done with its settings.")(guarded(run_cmd.run))
 model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
 model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on its world's text (ALFWorld or MiniHouse).")(guarded(model.init))
