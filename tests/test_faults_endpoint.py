@@ -1,15 +1,18 @@
-"""An unreliable endpoint and failing engines on MiniHouse, and the exit codes that tell a script what happened:
-0 clean, 1 finished with episodes in errors (a rerun of the same command retries them), 2 bad input.
+"""An unreliable endpoint, crashing engines and a killed engine worker, and the exit codes that tell a script what
+happened: 0 clean, 1 finished with episodes in errors (a rerun of the same command retries them), 2 bad input.
 
 Every kind of endpoint fault is retried until the episode finishes; one that outlasts the retries ends its
-episode with the error recorded. A crashing engine is the same to the run as a killed worker (test_env_pool.py
-kills real ones): its episode ends in an error and the rest play on.
+episode with the error recorded. A MiniHouse engine that raises is the same to the run as a killed ALFWorld
+worker (test_env_pool.py kills them at each point of a step): its episode ends in an error and the rest play on.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -20,7 +23,7 @@ import pytest
 from evoh.workspace import read_jsonl
 from tests.cli_runner import evoh
 from tests.fake_openai import FakeOpenAI
-from tests.test_faults_kills import child
+from tests.test_faults_kills import ROOT, child
 
 pytest.importorskip("openai")
 
@@ -149,3 +152,46 @@ def test_grpo_with_errored_rollouts_keeps_its_adapter_and_exits_1(tmp_path: Path
     assert (ws / "grpo" / "stage.json").exists() and (ws / "grpo" / "adapter" / "adapter_model.safetensors").exists()
     errored = [r for r in read_jsonl(ws / "grpo" / "rollouts.jsonl").records if r["error"]]
     assert len(errored) == 1 and "injected fault" in errored[0]["error"]
+
+
+@pytest.mark.engine
+def test_a_killed_engine_worker_fails_at_most_its_episode_and_a_rerun_completes(alfworld_data: Path, tmp_path: Path):
+    psutil = pytest.importorskip("psutil")
+    ws, games = tmp_path / "ws", 4
+    args = (
+        "eval",
+        "-w",
+        str(ws),
+        "--data",
+        str(alfworld_data),
+        "--limit",
+        str(games),
+        "--workers",
+        "2",
+        "--set",
+        "eval.max_active=2",
+        "--json",
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evoh", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    records = ws / "eval" / "expert-valid_seen" / "episodes.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (records.exists() and records.read_bytes().count(b"\n") >= 1):
+            time.sleep(0.05)
+        workers = [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+        assert workers, "the run ended before a worker could be killed"
+        os.kill(workers[0].pid, signal.SIGKILL)  # mid-step its episode fails; between steps it is rebuilt
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    summary = json.loads(out)
+    assert summary["errors"] <= 1 and summary["episodes"] == games
+    assert proc.returncode == (1 if summary["errors"] else 0), err  # the exit status tells a script which
+
+    rerun = evoh(*args)
+    assert rerun.exit_code == 0, rerun.stderr
+    _finished_once(records, games)
