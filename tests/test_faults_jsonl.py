@@ -109,3 +109,16 @@ def test_a_damaged_line_is_named_or_left_out_with_a_warning(
         assert {k: v for k, v in _finished_files(ws).items() if not k.startswith(ran)} == {
             k: v for k, v in before.items() if not k.startswith(ran)
         }
+
+
+def test_export_refuses_a_messageless_example_before_it_loads_any_weights(finished: Path, tmp_path: Path):
+    from evoh.errors import EvohError
+    from evoh.stages.export import _prompts
+    from evoh.workspace import Workspace
+
+    ws = tmp_path / "ws"
+    shutil.copytree(finished, ws)
+    wrong_schema(ws / "refine" / "val.jsonl")
+    with pytest.raises(EvohError, match=r"val.jsonl:2: the example has no 'messages'") as refused:
+        _prompts(Workspace(ws), tokenizer=None)
+    assert f"evoh refine -w {ws}" in refused.value.hint

@@ -21,12 +21,15 @@ DTYPES = ("bf16", "fp32")
 
 
 def _prompts(workspace: Workspace, tokenizer, count: int = 3) -> list[str]:
+    from evoh.records import validate_example
+
     refine = workspace.path("refine")
+    fix = f"the file was edited or damaged: rerun `evoh refine -w {workspace.root}` to write it again"
     examples = []
     for name in ("val", "train"):
         file = refine / f"{name}.jsonl"
         if file.exists():
-            examples += read_jsonl(file).records
+            examples += [validate_example(r, f"{file}:{n}", fix) for n, r in enumerate(read_jsonl(file).records, start=1)]
     if not examples:
         raise EvohError("no refined examples to verify the export on", hint=f"run `evoh refine -w {workspace.root}` first")
     return [
@@ -164,11 +167,11 @@ def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Pat
     started = time.time()
     tokenizer = AutoTokenizer.from_pretrained(adapter or model_dir)
     tokenizer.padding_side = "left"
+    prompts = _prompts(workspace, tokenizer)  # a damaged refine file is refused before any weights load
     trained = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if adapter is not None:
         trained = PeftModel.from_pretrained(trained, adapter)
     trained.eval()
-    prompts = _prompts(workspace, tokenizer)
     batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.inference_mode():
         reference = trained(**batch).logits
