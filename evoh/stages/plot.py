@@ -3,8 +3,9 @@
 ``annealing.png`` is the paper's harness-annealing curve: meta-actions per episode against the update,
 one line per verb, with the diversity bonus's weight λ_div beside it. ``success.png`` shows success
 of the training rollouts (and, with ``grpo.greedy_rollout``, of their greedy ones) and of the greedy
-validation episodes, the mean reward, and, where validation measured it, how far the policy has moved
-from the reference on held-out responses.
+validation episodes, each with its number of episodes and a 95% Wilson interval, the mean reward, and,
+where validation measured it, how far the policy has moved from the reference on held-out responses.
+Every figure's title names the run (its workspace) and its recipe.
 """
 
 from __future__ import annotations
@@ -21,11 +22,174 @@ def load_curves(workspace: Workspace) -> tuple[list[dict[str, Any]], list[dict[s
     directory = workspace.path("grpo")
     metrics_file = directory / "metrics.jsonl"
     if not metrics_file.exists() or not metrics_file.stat().st_size:
-        raise EvohError(f"{metrics_file} is missing or empty: no GRPO update has finished here", hint=f"run `evoh grpo -w {workspace.root}` first")
+        raise EvohError(
+            f"{metrics_file} is missing or empty: no GRPO update has finished here",
+            hint=f"run `evoh grpo -w {workspace.root}` first",
+        )
     metrics = read_jsonl(metrics_file).records
     validation_file = directory / "validation.jsonl"
     validation = read_jsonl(validation_file).records if validation_file.exists() else []
     return metrics, validation
+
+
+def _success_band(axis, xs: list[int], rows: list[dict[str, Any]], color: str, marker: str, label: str) -> None:
+    """Success in % with its 95% Wilson interval as a band; ``n`` (finished episodes per update) in the label."""
+    from evoh.stages.figures import wilson, wins
+
+    counted = [wins(r["success"], r.get("episodes", 0), r.get("errors", 0)) for r in rows]
+    ns = sorted({n for _, n in counted})
+    sizes = f"n={ns[0]}" if len(ns) == 1 else f"n={ns[0]}–{ns[-1]}"
+    axis.plot(
+        xs,
+        [100 * r["success"] for r in rows],
+        marker=marker,
+        markersize=4,
+        color=color,
+        label=f"{label}, {sizes} per update",
+    )
+    bands = [wilson(w, n) for w, n in counted]
+    if all(b is not None for b in bands):
+        axis.fill_between(xs, [100 * b[0] for b in bands], [100 * b[1] for b in bands], color=color, alpha=0.15, linewidth=0)
+
+
+def title(workspace: Workspace) -> str:
+    """Every figure's title: the run (its workspace's name) and its recipe."""
+    from evoh.stages.figures import grpo_recipe
+
+    return f"run {workspace.root.resolve().name}: {grpo_recipe(workspace.root)}"
+
+
+def annealing_figure(metrics: list[dict[str, Any]], validation: list[dict[str, Any]], heading: str):
+    """Meta-actions per episode against the update, one line per verb, beside λ_div and the invalid share."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evoh.stages.figures import SERIES_COLORS, VERB_COLORS, VERB_MARKERS, integer_updates, legend_outside
+
+    updates = [m["update"] for m in metrics]  # x = updates done before the rollouts were played
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained")
+    # the total first and wide, each verb over it thin with its own marker, so that no line hides another
+    left.plot(
+        updates, [m["meta_actions"] for m in metrics], color="0.15", linewidth=3, alpha=0.35, label="all meta-actions", zorder=1
+    )
+    for verb in META_VERBS:
+        left.plot(
+            updates,
+            [m["meta_per_episode"][verb] for m in metrics],
+            color=VERB_COLORS[verb],
+            marker=VERB_MARKERS[verb],
+            markersize=4,
+            linewidth=1.3,
+            label=verb,
+            zorder=2,
+        )
+    if validation:
+        left.plot(
+            [v["update"] for v in validation],
+            [v["meta_actions"] for v in validation],
+            color="0.15",
+            linestyle="--",
+            marker="x",
+            markersize=5,
+            label="all, validation (greedy)",
+            zorder=3,
+        )
+    integer_updates(left)
+    left.set_ylabel("meta-actions per episode (training rollouts)")
+    left.set_ylim(bottom=0)
+    left.set_title("Harness annealing")
+    legend_outside(left)
+    # λ_div wide and pale beneath, the invalid share thin on top: where both are 0, each stays visible
+    lambdas = [m["lambda_div"] for m in metrics]
+    right.plot(updates, lambdas, color=SERIES_COLORS["lambda_div"], linewidth=5, alpha=0.5, label="λ_div (diversity weight)")
+    right.plot(
+        updates,
+        [m["invalid_rate"] for m in metrics],
+        color=SERIES_COLORS["invalid"],
+        marker="s",
+        markersize=4,
+        linewidth=1.3,
+        label="invalid share of turns",
+    )
+    integer_updates(right)
+    right.set_ylim(-0.02, max(1.05, max(m["lambda_div"] or 0 for m in metrics) * 1.05))
+    right.set_title("Diversity weight and invalid turns")
+    legend_outside(right)
+    fig.suptitle(heading, fontsize=10)
+    return fig
+
+
+def success_figure(metrics: list[dict[str, Any]], validation: list[dict[str, Any]], heading: str):
+    """Success (with n and 95% Wilson intervals), reward, and the drift from the reference where measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evoh.stages.figures import SERIES_COLORS, integer_updates, legend_outside
+
+    updates = [m["update"] for m in metrics]
+    drift = [v for v in validation if v.get("drift")]
+    fig, panels = plt.subplots(1, 3 if drift else 2, figsize=(18 if drift else 12, 5.2), layout="constrained")
+    left, right = panels[0], panels[1]
+    _success_band(left, updates, metrics, SERIES_COLORS["rollouts"], "o", "training rollouts")
+    greedy = [m for m in metrics if m.get("greedy")]
+    if greedy:
+        _success_band(
+            left,
+            [m["update"] for m in greedy],
+            [m["greedy"] for m in greedy],
+            SERIES_COLORS["greedy"],
+            "s",
+            "their greedy rollouts",
+        )
+    if validation:
+        _success_band(
+            left, [v["update"] for v in validation], validation, SERIES_COLORS["validation"], "^", "validation (greedy)"
+        )
+    integer_updates(left)
+    left.set_ylabel("success (%)")
+    left.set_ylim(-2, 102)
+    left.set_title("Success (bands: 95% Wilson intervals)")
+    legend_outside(left)
+    means = [m["reward_mean"] for m in metrics]
+    stds = [m["reward_std"] for m in metrics]
+    right.plot(updates, means, color=SERIES_COLORS["reward"], marker="o", markersize=4, label="mean reward")
+    right.fill_between(
+        updates,
+        [a - b for a, b in zip(means, stds)],
+        [a + b for a, b in zip(means, stds)],
+        color=SERIES_COLORS["reward"],
+        alpha=0.2,
+        linewidth=0,
+        label="± one standard deviation",
+    )
+    integer_updates(right)
+    right.set_title("Reward over an update's rollouts")
+    legend_outside(right)
+    if drift:
+        moved, kl = panels[2], panels[2].twinx()
+        done = [v["update"] for v in drift]
+        flips = moved.plot(
+            done,
+            [100 * v["drift"]["flips"] for v in drift],
+            "-o",
+            markersize=4,
+            color=SERIES_COLORS["flips"],
+            label="most likely token changed",
+        )
+        kls = kl.plot(
+            done, [v["drift"]["kl"] for v in drift], "--s", markersize=4, color=SERIES_COLORS["kl"], label="KL to the reference"
+        )
+        integer_updates(moved)
+        moved.set_ylabel("most likely token changed (% of tokens)", color=SERIES_COLORS["flips"])
+        kl.set_ylabel("KL to the reference per token", color=SERIES_COLORS["kl"])
+        moved.set_title("Drift on refine's held-out responses")
+        legend_outside(moved, flips + kls, [line.get_label() for line in flips + kls])
+    fig.suptitle(heading, fontsize=10)
+    return fig
 
 
 def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
@@ -37,64 +201,16 @@ def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
     metrics, validation = load_curves(workspace)
     out = Path(out) if out else workspace.path("grpo")
     out.mkdir(parents=True, exist_ok=True)
-    updates = [m["update"] for m in metrics]  # x = updates done before the rollouts were played
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for verb in META_VERBS:
-        left.plot(updates, [m["meta_per_episode"][verb] for m in metrics], label=verb)
-    left.plot(updates, [m["meta_actions"] for m in metrics], color="black", linewidth=2, label="all meta-actions")
-    if validation:
-        left.plot([v["update"] for v in validation], [v["meta_actions"] for v in validation], "k--o", markersize=3, label="validation (greedy)")
-    left.set_xlabel("update")
-    left.set_ylabel("meta-actions per episode")
-    left.set_title("Harness annealing")
-    left.legend(fontsize=8)
-    right.plot(updates, [m["lambda_div"] for m in metrics], color="tab:purple", label="λ_div (diversity weight)")
-    right.plot(updates, [m["invalid_rate"] for m in metrics], color="tab:red", label="invalid share of turns")
-    right.set_xlabel("update")
-    right.set_ylim(0, max(1.05, max(m["lambda_div"] or 0 for m in metrics) * 1.05))
-    right.set_title("Diversity weight and invalid turns")
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    annealing = out / "annealing.png"
-    fig.savefig(annealing, dpi=120)
-    plt.close(fig)
-
-    drift = [v for v in validation if v.get("drift")]
-    fig, panels = plt.subplots(1, 3 if drift else 2, figsize=(18 if drift else 12, 4.2))
-    left, right = panels[0], panels[1]
-    left.plot(updates, [100 * m["success"] for m in metrics], label="training rollouts")
+    heading = title(workspace)
+    annealing, success = out / "annealing.png", out / "success.png"
+    for figure, file in (
+        (annealing_figure(metrics, validation, heading), annealing),
+        (success_figure(metrics, validation, heading), success),
+    ):
+        figure.savefig(file, dpi=120)
+        plt.close(figure)
     greedy = [m for m in metrics if m.get("greedy")]
-    if greedy:
-        left.plot([m["update"] for m in greedy], [100 * m["greedy"]["success"] for m in greedy], "-s", markersize=3, label="their greedy rollouts")
-    if validation:
-        left.plot([v["update"] for v in validation], [100 * v["success"] for v in validation], "-o", markersize=3, label="validation (greedy)")
-    left.set_xlabel("update")
-    left.set_ylabel("success (%)")
-    left.set_ylim(-2, 102)
-    left.set_title("Success")
-    left.legend(fontsize=8)
-    means = [m["reward_mean"] for m in metrics]
-    stds = [m["reward_std"] for m in metrics]
-    right.plot(updates, means, label="mean reward")
-    right.fill_between(updates, [a - b for a, b in zip(means, stds)], [a + b for a, b in zip(means, stds)], alpha=0.2)
-    right.set_xlabel("update")
-    right.set_title("Reward (mean ± std over rollouts)")
-    right.legend(fontsize=8)
-    if drift:
-        moved, kl = panels[2], panels[2].twinx()
-        done = [v["update"] for v in drift]
-        moved.plot(done, [100 * v["drift"]["flips"] for v in drift], "-o", markersize=3, color="tab:blue")
-        kl.plot(done, [v["drift"]["kl"] for v in drift], "--s", markersize=3, color="tab:orange")
-        moved.set_xlabel("update")
-        moved.set_ylabel("most likely token changed (% of tokens)", color="tab:blue")
-        kl.set_ylabel("KL to the reference per token", color="tab:orange")
-        moved.set_title("Drift on refine's held-out responses")
-    fig.tight_layout()
-    success = out / "success.png"
-    fig.savefig(success, dpi=120)
-    plt.close(fig)
-
+    drift = [v for v in validation if v.get("drift")]
     last = metrics[-1]
     return {
         "annealing": str(annealing),

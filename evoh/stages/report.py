@@ -15,6 +15,7 @@ import orjson
 
 from evoh.errors import EvohError
 from evoh.harness.turns import META_VERBS
+from evoh.stages.figures import eval_recipe
 from evoh.stages.summary import latest
 from evoh.workspace import read_jsonl
 
@@ -82,6 +83,12 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             value = s["per_type"][column]["success"]
             row[column] = None if value is None else 100 * value
         row["avg"] = 100 * s["success"]
+        # won of n per column, for the chart's counts and intervals
+        row["counts"] = {c: (s["per_type"][c]["won"], s["per_type"][c]["episodes"]) for c in COLUMNS} | {
+            "avg": (s["won"], s["finished"])
+        }
+        row["recipe"] = eval_recipe(s, Path(run["path"]).parent)
+        row["workspace"] = workspace_of(Path(run["path"]).parent)
         row["episodes"] = s["finished"]
         row["env_steps"] = s["env_steps"]
         row["meta"] = s["meta_actions"]
@@ -118,7 +125,18 @@ def success_cells(row: dict[str, Any]) -> list[str]:
 
 
 def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
-    head = ["run", "split", *COLUMNS, "avg", "episodes", "env steps", "meta-actions / episode", "meta-actions / won episode", "idle / episode", "games vs the split's first run"]
+    head = [
+        "run",
+        "split",
+        *COLUMNS,
+        "avg",
+        "episodes",
+        "env steps",
+        "meta-actions / episode",
+        "meta-actions / won episode",
+        "idle / episode",
+        "games vs the split's first run",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
     for row in table:
         cells = [row["run"], row["split"]]
@@ -138,35 +156,93 @@ def markdown(table: list[dict[str, Any]], chart: str | None) -> str:
     return text
 
 
+def workspace_of(run_folder: Path) -> str | None:
+    """The workspace an eval run folder (WS/eval/<name>) belongs to, by name; None for a folder elsewhere."""
+    folder = run_folder.resolve()
+    return folder.parent.parent.name if folder.parent.name == "eval" else None
+
+
+def chart_title(table: list[dict[str, Any]]) -> str:
+    """The runs and their recipes: one recipe line where they share it, one per run where they differ."""
+    spaces = sorted({row["workspace"] for row in table if row["workspace"]})
+    head = "evoh report: " + ", ".join(row["run"] for row in table)
+    if spaces:
+        head += f" (workspace{'s' if len(spaces) > 1 else ''} {', '.join(spaces)})"
+    recipes = list(dict.fromkeys(row["recipe"] for row in table))
+    if len(recipes) == 1:
+        return f"{head}\nrecipe: {recipes[0]}"
+    return head + "".join(f"\n{row['run']}: {row['recipe']}" for row in table)
+
+
 def chart(table: list[dict[str, Any]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    fig = chart_figure(table)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def chart_figure(table: list[dict[str, Any]]):
+    """Success per task type with each bar's won/n and its 95% Wilson interval (a type a run played no game of is
+    marked "no games", not drawn as 0%), and meta-actions per episode by verb."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from evoh.stages.figures import VERB_COLORS, legend_outside, run_colors, wilson
+
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(13, 5.6 + 0.18 * len(table)), gridspec_kw={"width_ratios": [3, 2]}, layout="constrained"
+    )
     groups = [*COLUMNS, "avg"]
+    colors = run_colors(len(table))
     width = 0.8 / max(1, len(table))
+    small = 7 if len(table) <= 3 else 6
     for i, row in enumerate(table):
-        xs = [g + i * width for g in range(len(groups))]
-        left.bar(xs, [row[c] or 0 for c in groups], width, label=row["run"])
-    left.set_xticks([g + width * (len(table) - 1) / 2 for g in range(len(groups))], groups)
+        for g, column in enumerate(groups):
+            x = g + (i - (len(table) - 1) / 2) * width
+            won, n = row["counts"][column]
+            interval = wilson(won, n)
+            if interval is None:  # nothing played: say so where the bar would stand
+                left.text(x, 1, "no games", rotation=90, ha="center", va="bottom", fontsize=small, color="0.35", style="italic")
+                continue
+            rate = 100 * won / n
+            left.bar(x, rate, width, color=colors[i], label=row["run"])  # one legend entry per run: deduplicated below
+            left.errorbar(
+                x,
+                rate,
+                yerr=[[max(0.0, rate - 100 * interval[0])], [max(0.0, 100 * interval[1] - rate)]],
+                color="0.1",
+                capsize=2,
+                linewidth=0.8,
+            )
+            left.text(x, 100 * interval[1] + 1.5, f"{won}/{n}", rotation=90, ha="center", va="bottom", fontsize=small)
+    left.axvline(len(COLUMNS) - 0.5, color="0.85", linewidth=1)  # the average apart from the types
+    left.set_xticks(range(len(groups)), groups)
     left.set_ylabel("success (%)")
-    left.set_ylim(0, 105)
-    left.set_title("Success per task type")
-    left.legend(fontsize=8)
+    left.set_ylim(0, 125)
+    left.set_yticks(range(0, 101, 20))
+    left.set_title("Success per task type: won/n, whiskers the 95% Wilson interval", fontsize=10)
+    handles, labels = left.get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    legend_outside(left, list(seen.values()), list(seen))
     bottom = [0.0] * len(table)
     for verb in META_VERBS:
         values = [row[f"meta_{verb}"] for row in table]
-        right.bar([row["run"] for row in table], values, bottom=bottom, label=verb)
+        right.bar(range(len(table)), values, 0.6, bottom=bottom, color=VERB_COLORS[verb], label=verb)
         bottom = [b + v for b, v in zip(bottom, values)]
-    right.set_ylabel("per episode")
-    right.set_title("Meta-actions per episode")
-    right.legend(fontsize=8)
-    right.tick_params(axis="x", labelrotation=20, labelsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    for x, total in enumerate(bottom):  # the total on top, so that a run without meta-actions reads 0, not missing
+        right.text(x, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
+    right.set_xticks(range(len(table)), [row["run"] for row in table], rotation=20 if len(table) > 2 else 0, fontsize=8)
+    right.set_ylabel("meta-actions per episode (attempted)")
+    right.set_title("Meta-actions per episode, by verb", fontsize=10)
+    legend_outside(right, title=None)
+    fig.suptitle(chart_title(table), fontsize=10)
+    return fig
 
 
 def run(paths: list[Path], out: Path) -> dict[str, Any]:
