@@ -65,7 +65,7 @@ def rollout(
             if completion.error:
                 episode.error = f"policy: {completion.error}"
                 continue
-            command = episode.act(completion.text, completion.label)
+            command = episode.act(completion.text, completion.label, completion.tokens)
             if command is not None:
                 commands[episode.key] = command
         if commands:

@@ -97,12 +97,13 @@ def test_guided_samples_keep_what_guidance_allowed_at_each_token(tiny_model: Pat
     from evoh.config import ModelConfig
     from evoh.policy.local import LocalPolicy
 
-    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=20, guided=True), keep_samples=True)  # a tight budget
+    policy = LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=20, guided=True), keep_tokens=True)  # a tight budget
     prompts = ["<|im_start|>user\nObjective: put a mug on desk.<|im_end|>\n<|im_start|>assistant\n"] * 2
-    answers = policy.complete(prompts, ["a", "b"], [GRAMMAR, GRAMMAR])
-    for key, answer in zip("ab", answers, strict=True):
+    answers = policy.complete(prompts, [GRAMMAR, GRAMMAR])
+    for answer in answers:
         assert parse_turn(answer.text, COMMANDS).kind != "malformed", answer.text
-        [(_, produced, choices)] = policy.samples[key]
+        produced, choices = answer.tokens.completion, answer.tokens.choices
+        assert answer.tokens.prompt == policy.tokenizer(prompts[0], add_special_tokens=False)["input_ids"]
         assert choices and max(choices) < len(produced)
         allowed = policy.vocabulary.allowed_matrix(list(choices.values()))
         assert all(allowed[k, produced[at]] for k, at in enumerate(choices))  # every sampled token was allowed where it was

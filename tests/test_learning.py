@@ -47,7 +47,7 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
     optimizer = build_optimizer([p for p in model_.parameters() if p.requires_grad], g)
     scheduler = get_scheduler("constant", optimizer)
     trained, optimizer = accelerator.prepare(model_, optimizer)
-    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_samples=True)
+    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
     tasks = load_games(recipe.env, "train", 24, spread=True)
     shares = []
     with open_pool(recipe.env, 1) as pool:

@@ -133,8 +133,8 @@ def test_a_batch_shares_its_common_prefix_and_generates_what_each_prompt_would_a
     prompts = [chat_prompt(policy.tokenizer, _View(system, user)) for user in users]
     rows = policy.tokenizer(prompts, add_special_tokens=False)["input_ids"]
     assert shared_prefix_length(rows) > len(policy.tokenizer(system)["input_ids"])  # the system prompt and more
-    together = policy._generate(prompts, keys=[0, 1, 2])
-    alone = [policy._generate([p], keys=[i])[0] for i, p in enumerate(prompts)]
+    together = policy._generate(prompts)
+    alone = [policy._generate([p])[0] for p in prompts]
     assert [c.text for c in together] == [c.text for c in alone]
     assert len({c.text for c in together}) == 3  # the prompts' own tokens matter
     assert [c.prompt_tokens for c in together] == [len(r) for r in rows]

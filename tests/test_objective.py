@@ -159,34 +159,36 @@ def test_each_update_draws_its_games_from_the_seed_and_update_alone():
     assert len(set(tasks_for_update(games, 5, g))) == 16
 
 
-class KeepingPolicy:
-    """Answers with its name and keeps each answer as a sample, as LocalPolicy(keep_samples=True) does."""
+class NamedPolicy:
+    """Answers with its name, the completion carrying its tokens (as LocalPolicy(keep_tokens=True) does)."""
 
     def __init__(self, name: str) -> None:
-        self.name, self.keep_samples, self.samples, self.finished, self.calls = name, True, {}, {}, []
+        self.name, self.calls, self.forgotten = name, [], []
 
     def act(self, views):
+        from evoh.harness.episode import TurnTokens
+        from evoh.policy.base import Completion
+
         self.calls.append([v.key for v in views])
-        for v in views:
-            self.samples.setdefault(v.key, []).append(self.name)
-        return [f"{self.name} {v.key}" for v in views]
+        return [Completion(f"{self.name} {v.key}", tokens=TurnTokens([1], [len(self.name)])) for v in views]
 
     def forget(self, key):
-        self.finished[key] = self.samples.pop(key, [])
+        self.forgotten.append(key)
 
 
-def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy_and_keeps_every_sample():
+def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy_and_keeps_every_turns_tokens():
     from types import SimpleNamespace
 
-    sampled, greedy = KeepingPolicy("sampled"), KeepingPolicy("greedy")
+    sampled, greedy = NamedPolicy("sampled"), NamedPolicy("greedy")
     policy = GroupPolicy(sampled, greedy, GrpoConfig(group_size=3, greedy_rollout=True))
     views = [SimpleNamespace(key=(game, k)) for game in ("a", "b") for k in (2, 0, 1)]
-    assert policy.act(views) == [f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views]  # in the views' order
+    answers = policy.act(views)
+    assert [a.text for a in answers] == [f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views]  # in the views' order
+    assert [a.tokens.completion for a in answers] == [[6 if v.key[1] == 2 else 7] for v in views]  # each with its own tokens
     assert sampled.calls == [[("a", 0), ("a", 1), ("b", 0), ("b", 1)]] and greedy.calls == [[("a", 2), ("b", 2)]]  # one batch each
     for v in views:
         policy.forget(v.key)
-    assert policy.finished == {v.key: ["greedy" if v.key[1] == 2 else "sampled"] for v in views}
-    assert policy.finished is sampled.finished  # play_update reads and clears the one dictionary
+    assert greedy.forgotten == [("a", 2), ("b", 2)] and len(sampled.forgotten) == 4
 
 
 def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):

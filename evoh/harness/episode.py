@@ -4,6 +4,10 @@ An :class:`Episode` owns the harness state of one game (Belief, Progress, the fr
 renders each turn's prompt, parses the policy's response, answers meta-actions itself and hands
 environment commands to the caller, who steps the engine and passes the result to ``observe``.
 
+Tokens. A policy that samples from a local model can hand each turn's token ids with its response
+(:class:`TurnTokens`); the episode keeps them beside the turn in ``tokens``, outside the JSON record, so
+training reads exactly what was sampled from the finished episode.
+
 Budget. With ``charge_meta_actions`` every turn spends one of ``max_steps``. Without it (the published
 evaluation), meta-actions are free up to ``free_meta_cap`` per episode (later ones fail), every other turn
 spends a step, and the episode stops for good after ``max_steps + free_meta_cap`` turns.
@@ -60,6 +64,16 @@ class EpisodeSettings:
             "parser": PARSER_VERSION,
             "prompt": PROMPT_VERSION,
         }
+
+
+@dataclass(frozen=True)
+class TurnTokens:
+    """A response as the model sampled it: the prompt's and the response's token ids, and under guided decoding
+    what guidance allowed at each response position it narrowed (position -> the policy's own description)."""
+
+    prompt: list[int]
+    completion: list[int]
+    choices: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,7 +142,8 @@ class Episode:
         self.history: list[str] = []
         self.actions: list[str] = []
         self.trace: list[dict[str, Any]] = []
-        self._pending: tuple[Turn, str, str, str | None] | None = None
+        self.tokens: list[TurnTokens | None] = []  # beside ``trace``: each turn's tokens, where the policy gave them
+        self._pending: tuple[Turn, str, str, str | None, TurnTokens | None] | None = None
         self._user = ""
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -165,16 +180,17 @@ class Episode:
             self.steps_left, allowed, tuple(self.history),
         )
 
-    def act(self, response: Any, label: str | None = None) -> str | None:
+    def act(self, response: Any, label: str | None = None, tokens: TurnTokens | None = None) -> str | None:
         """Take the policy's response; return the command to send to the engine, or None if handled here.
-        ``label`` (another policy's answer to the same view) is kept with the turn for training on."""
+        ``label`` (another policy's answer to the same view) is kept with the turn for training on, and so are
+        the response's ``tokens`` (beside the record, not in it)."""
         turn = parse_turn(response, self.admissible)
         self.turns += 1
         self.actions.append(turn.action)
         response_text = response if isinstance(response, str) else repr(response)
         if turn.kind == "env" and turn.valid:
             command = next(c for c in self.admissible if c.lower() == turn.action)
-            self._pending = (turn, response_text, command, label)
+            self._pending = (turn, response_text, command, label, tokens)
             return command
         executed, result = False, turn.reason
         if turn.kind == "meta":
@@ -185,16 +201,16 @@ class Episode:
             result = "Nothing happens." if turn.kind == "env" else f"malformed turn: {turn.reason}"
             charged = True
         self.spent += 1 if charged else 0
-        self._record(turn, response_text, executed, result, None, label)
+        self._record(turn, response_text, executed, result, None, label, tokens)
         return None
 
     def observe(self, step: Step) -> None:
         """The engine's answer to the command ``act`` returned."""
         assert self._pending is not None, "observe() follows an act() that returned a command"
-        turn, response_text, command, label = self._pending
+        turn, response_text, command, label, tokens = self._pending
         self._pending = None
         if step.error:
-            self._record(turn, response_text, False, step.error, None, label)
+            self._record(turn, response_text, False, step.error, None, label, tokens)
             self._fail(step.error)
             return
         self.spent += 1
@@ -204,7 +220,7 @@ class Episode:
         self.belief.update(command, step.observation, self.env_steps)
         self.progress.absorb(self.belief, self.turns)
         self.last_result = ""
-        self._record(turn, response_text, True, step.observation, step, label)
+        self._record(turn, response_text, True, step.observation, step, label, tokens)
 
     def _fail(self, error: str) -> None:
         self.error = error
@@ -314,8 +330,11 @@ class Episode:
         self.recalled_ids += [e.id for e in entries] if self.turns == 0 else []
         return entries
 
-    def _record(self, turn: Turn, response: str, executed: bool, result: str, step: Step | None, label: str | None = None) -> None:
+    def _record(
+        self, turn: Turn, response: str, executed: bool, result: str, step: Step | None, label: str | None = None, tokens: TurnTokens | None = None
+    ) -> None:
         tag = _outcome(turn, executed, step)
+        self.tokens.append(tokens)
         self.history.append(f"{len(self.history) + 1}. {turn.action or '(malformed)'} [{tag}]")
         self.trace.append(
             {

@@ -14,9 +14,9 @@ from typing import Any
 
 from evoh.config import ModelConfig
 from evoh.errors import EvohError
-from evoh.harness.episode import TurnView
+from evoh.harness.episode import TurnTokens, TurnView
 from evoh.policy.base import Completion
-from evoh.policy.guided import ActionGrammar, Allowed, GuidedActions, Vocabulary
+from evoh.policy.guided import ActionGrammar, GuidedActions, Vocabulary
 from evoh.workspace import fingerprint, weights_identity
 
 STOP = "</action>"
@@ -123,19 +123,17 @@ def shared_prefix_length(rows: list[list[int]]) -> int:
 
 
 class LocalPolicy:
-    """Batched generation with a local model. ``keep_samples`` keeps every turn's prompt and response token
-    ids per episode, for training on exactly the tokens that were sampled (GRPO)."""
+    """Batched generation with a local model. With ``keep_tokens`` every completion carries its prompt and
+    response token ids (and what guidance allowed at each token), for training on exactly what was sampled (GRPO)."""
 
-    def __init__(self, config: ModelConfig, seed: int = 0, loaded: tuple[Any, Any] | None = None, keep_samples: bool = False) -> None:
+    def __init__(self, config: ModelConfig, seed: int = 0, loaded: tuple[Any, Any] | None = None, keep_tokens: bool = False) -> None:
         import torch
 
         self.config = config
         self.seed = seed
         self.tokenizer, self.model = loaded or load_model(config.model, config.adapter, config.device, config.dtype)
         self.device = next(self.model.parameters()).device
-        self.keep_samples = keep_samples
-        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, Allowed]]]] = {}
-        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, Allowed]]]] = {}
+        self.keep_tokens = keep_tokens
         self._weights: dict[str, str | None] | None = None
         self._vocabulary: Vocabulary | None = None
         stop = self.model.generation_config.eos_token_id
@@ -161,24 +159,22 @@ class LocalPolicy:
         }
 
     def forget(self, key: Any) -> None:
-        if self.keep_samples:
-            self.finished[key] = self.samples.pop(key, [])
+        """Nothing is kept per episode: a completion carries its own tokens."""
 
     def prompt_text(self, view: TurnView) -> str:
         return chat_prompt(self.tokenizer, view)
 
     def act(self, views: list[TurnView]) -> list[Completion]:
         grammars = [ActionGrammar(v.admissible, v.meta_allowed) for v in views] if self.config.guided else None
-        return self.complete([self.prompt_text(v) for v in views], [v.key for v in views], grammars)
+        return self.complete([self.prompt_text(v) for v in views], grammars)
 
-    def complete(self, prompts: list[str], keys: list[Any] | None = None, grammars: list[ActionGrammar] | None = None) -> list[Completion]:
+    def complete(self, prompts: list[str], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
         """Responses to rendered chat prompts, ``batch_size`` at a time; with ``grammars``, guided (one per prompt)."""
-        keys = list(range(len(prompts))) if keys is None else keys
         size = max(1, self.config.batch_size)
         completions: list[Completion] = []
         for start in range(0, len(prompts), size):
             chunk = grammars[start : start + size] if grammars is not None else None
-            completions += self._generate(prompts[start : start + size], keys[start : start + size], chunk)
+            completions += self._generate(prompts[start : start + size], chunk)
         return completions
 
     @property
@@ -191,7 +187,7 @@ class LocalPolicy:
     def _guide(self, grammars: list[ActionGrammar], prompt_width: int) -> GuidedActions:
         return GuidedActions(self.vocabulary, grammars, prompt_width, self.config.max_tokens)
 
-    def _generate(self, prompts: list[str], keys: list[Any], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
+    def _generate(self, prompts: list[str], grammars: list[ActionGrammar] | None = None) -> list[Completion]:
         import torch
         from transformers import LogitsProcessorList
 
@@ -219,13 +215,14 @@ class LocalPolicy:
             )
         new = output[:, input_ids.shape[1] :]
         results = []
-        for index, (key, prompt, row) in enumerate(zip(keys, rows, new.tolist(), strict=True)):
+        for index, (prompt, row) in enumerate(zip(rows, new.tolist(), strict=True)):
             produced = row[: completion_length(row, self.stop_ids, pad)]
             text = self.tokenizer.decode(produced, skip_special_tokens=True)
             if STOP in text:
                 text = text[: text.index(STOP) + len(STOP)]
-            if self.keep_samples:  # with what guidance allowed at each token, for the guided policy's log-probs
+            tokens = None
+            if self.keep_tokens:  # with what guidance allowed at each token, for the guided policy's log-probs
                 steps = guide.choices[index][: len(produced)] if guide else []
-                self.samples.setdefault(key, []).append((list(prompt), produced, {at: a for at, a in enumerate(steps) if a is not None}))
-            results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced)))
+                tokens = TurnTokens(list(prompt), produced, {at: a for at, a in enumerate(steps) if a is not None})
+            results.append(Completion(text, prompt_tokens=len(prompt), completion_tokens=len(produced), tokens=tokens))
         return results

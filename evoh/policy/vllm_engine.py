@@ -18,7 +18,7 @@ import orjson
 
 from evoh.config import ModelConfig
 from evoh.errors import EvohError
-from evoh.harness.episode import TurnView
+from evoh.harness.episode import TurnTokens, TurnView
 from evoh.policy.base import Completion
 from evoh.policy.local import STOP, chat_prompt
 
@@ -53,7 +53,7 @@ def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) ->
 
 
 class VllmPolicy:
-    """The same interface as LocalPolicy (with ``keep_samples``), generating with vLLM and a LoRA request."""
+    """The same interface as LocalPolicy (with ``keep_tokens``), generating with vLLM and a LoRA request."""
 
     def __init__(self, base: Path, tokenizer, config: ModelConfig, seed: int, lora_rank: int, memory: float) -> None:
         from vllm import LLM
@@ -66,9 +66,6 @@ class VllmPolicy:
             gpu_memory_utilization=memory, seed=seed, enable_prefix_caching=True,
         )
         self.lora = None
-        self.keep_samples = True
-        self.samples: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
-        self.finished: dict[Any, list[tuple[list[int], list[int], dict[int, list[int]]]]] = {}
 
     def use_adapter(self, path: Path, version: int) -> None:
         from vllm.lora.request import LoRARequest
@@ -80,10 +77,10 @@ class VllmPolicy:
         return {"policy": "vllm", "model": c.model, "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed}}
 
     def forget(self, key: Any) -> None:
-        self.finished[key] = self.samples.pop(key, [])
+        """Nothing is kept per episode: a completion carries its own tokens."""
 
     def act(self, views: list[TurnView], temperature: float | None = None, keep: bool | None = None) -> list[Completion]:
-        """Responses at the configured sampling, or at ``temperature``; their tokens are kept for training unless
+        """Responses at the configured sampling, or at ``temperature``; they carry their tokens for training unless
         ``keep`` says otherwise (by default only at the configured sampling)."""
         from vllm import SamplingParams
 
@@ -96,28 +93,27 @@ class VllmPolicy:
         completions = []
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
-            if temperature is None if keep is None else keep:
-                self.samples.setdefault(view.key, []).append((list(out.prompt_token_ids), produced, {}))
-            completions.append(Completion(out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced)))
+            kept = temperature is None if keep is None else keep
+            tokens = TurnTokens(list(out.prompt_token_ids), produced) if kept else None
+            completions.append(
+                Completion(out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced), tokens=tokens)
+            )
         return completions
 
 
 class GreedyView:
-    """The vLLM policy answering greedily: for validation, without keeping samples, or (``keep_samples``) for
-    the greedy rollout of each GRPO group, whose turns train like the sampled ones."""
+    """The vLLM policy answering greedily: for validation, without tokens, or (``keep_tokens``) for the greedy
+    rollout of each GRPO group, whose turns train like the sampled ones."""
 
-    def __init__(self, policy: VllmPolicy, keep_samples: bool = False) -> None:
+    def __init__(self, policy: VllmPolicy, keep_tokens: bool = False) -> None:
         self.policy = policy
-        self.keep_samples = keep_samples
+        self.keep_tokens = keep_tokens
 
     def identity(self) -> dict[str, Any]:
         return {**self.policy.identity(), "sampling": {"temperature": 0.0}}
 
     def forget(self, key: Any) -> None:
-        if self.keep_samples:
-            self.policy.forget(key)
-        else:
-            self.policy.samples.pop(key, None)
+        """Nothing is kept per episode."""
 
     def act(self, views: list[TurnView]) -> list[Completion]:
-        return self.policy.act(views, temperature=0.0, keep=self.keep_samples)
+        return self.policy.act(views, temperature=0.0, keep=self.keep_tokens)

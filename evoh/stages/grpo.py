@@ -33,7 +33,7 @@ import orjson
 from evoh.config import GrpoConfig, ModelConfig, Recipe, recipe_dict
 from evoh.env.types import Task
 from evoh.errors import EvohError
-from evoh.harness.episode import EpisodeSettings
+from evoh.harness.episode import EpisodeSettings, TurnTokens
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import REWARD_PARTS, REWARD_VERSION, reward
 from evoh.harness.turns import META_VERBS
@@ -395,17 +395,11 @@ def is_greedy_rollout(key: tuple[str, int], g: GrpoConfig) -> bool:
 
 class GroupPolicy:
     """An update's rollout policy with ``grpo.greedy_rollout``: each group's greedy rollout answers through
-    ``greedy``, the others through ``sampled``. Both keep their turns, in ``sampled``'s dictionaries (the
-    keys never collide), so the update trains on the greedy episode too."""
+    ``greedy``, the others through ``sampled``. Both hand back their tokens, so the update trains on the greedy
+    episode too."""
 
     def __init__(self, sampled, greedy, g: GrpoConfig) -> None:
         self.sampled, self.greedy, self.g = sampled, greedy, g
-        if hasattr(greedy, "finished"):  # a LocalPolicy of its own; vLLM's greedy view keeps them in `sampled` already
-            greedy.samples, greedy.finished = sampled.samples, sampled.finished
-
-    @property
-    def finished(self) -> dict[Any, list]:
-        return self.sampled.finished
 
     def _of(self, key: Any):
         return self.greedy if is_greedy_rollout(key, self.g) else self.sampled
@@ -641,7 +635,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             policy = VllmPolicy(base, tokenizer, sampling, g.seed + accelerator.process_index, unwrapped.peft_config["default"].r, g.vllm_memory)
             greedy = GreedyView(policy)
         else:
-            policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
+            policy = LocalPolicy(sampling, g.seed, loaded=(tokenizer, unwrapped), keep_tokens=True)
             greedy = LocalPolicy(dataclasses.replace(sampling, temperature=0.0, max_tokens=recipe.model.max_tokens), g.seed, loaded=(tokenizer, unwrapped))
         vocabulary = policy.vocabulary if sampling.guided else None  # the guided policy's token sets, for its log-probs
         anchor = sft_examples(anchor_path, tokenizer) if anchor_path else None
@@ -651,8 +645,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         rollout_policy = policy
         if g.greedy_rollout:  # at the rollouts' response cap, keeping its turns to train on
             greedy_rollouts = (
-                GreedyView(policy, keep_samples=True) if generator == "vllm"
-                else LocalPolicy(dataclasses.replace(sampling, temperature=0.0), g.seed, loaded=(tokenizer, unwrapped), keep_samples=True)
+                GreedyView(policy, keep_tokens=True) if generator == "vllm"
+                else LocalPolicy(dataclasses.replace(sampling, temperature=0.0), g.seed, loaded=(tokenizer, unwrapped), keep_tokens=True)
             )
             rollout_policy = GroupPolicy(policy, greedy_rollouts, g)
         versions = iter(range(1, 1 << 30))
@@ -734,14 +728,21 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
 
 def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Task], update: int, g: GrpoConfig):
-    """This process's share of one update's rollouts: (key, record) pairs, their rewards, the turns to train on,
-    the number of games trained, and each rollout's reward, advantage and whether it was trained (by key)."""
+    """This process's share of one update's rollouts: (key, record) pairs, their rewards, the turns to train on
+    (read from the finished episodes), the number of games trained, and each rollout's reward, advantage and
+    whether it was trained (by key)."""
     chosen = tasks_for_update(tasks, update, g)
     mine = chosen[accelerator.process_index :: accelerator.num_processes]
     jobs = [((t.id, k), t) for t in mine for k in range(g.group_size)]
     played: list[tuple[tuple[str, int], dict[str, Any]]] = []
+    tokens: dict[tuple[str, int], list[TurnTokens | None]] = {}  # each finished episode's turns, as sampled
+
+    def finished(episode, usage: dict[str, int]) -> None:
+        played.append((episode.key, episode.record({"usage": usage})))
+        tokens[episode.key] = episode.tokens
+
     with accelerator.autocast():  # generation runs the inner model, which prepare() did not wrap
-        rollout(jobs, policy, pool, settings, bank, lambda e, usage: played.append((e.key, e.record({"usage": usage}))), max_active=max(1, len(jobs)))
+        rollout(jobs, policy, pool, settings, bank, finished, max_active=max(1, len(jobs)))
     played.sort(key=lambda pair: pair[0])
     good = [(k, r) for k, r in played if not r.get("error")]  # an engine failure is no evidence about the policy
     rewards = [reward(r, g.reward, update) for _, r in good]
@@ -751,13 +752,12 @@ def play_update(accelerator, policy, pool, settings, bank: Bank, tasks: list[Tas
     selected = rollouts_to_train(advantages, g.train_rollouts)
     kept = [key[0] in trained and keep for (key, _), keep in zip(good, selected, strict=True)]
     samples = [
-        Sample(prompt, completion, advantage, choices, episode=key)
+        Sample(t.prompt, t.completion, advantage, t.choices, episode=key)
         for (key, _), advantage, keep in zip(good, advantages, kept, strict=True)
         if keep
-        for prompt, completion, choices in policy.finished.get(key, [])
-        if completion
+        for t in tokens[key]
+        if t is not None and t.completion
     ]
-    policy.finished.clear()
     scores = {
         key: {"reward": round(x["total"], 4), "advantage": round(advantage, 4), "trained": keep}
         for (key, _), x, advantage, keep in zip(good, rewards, advantages, kept, strict=True)
