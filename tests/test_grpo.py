@@ -213,7 +213,7 @@ def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, tiny_mod
     import torch
 
     from evoh.config import GrpoConfig
-    from evoh.stages.grpo import load_trainable, reference_policy
+    from evoh.grpo.model import load_trainable, reference_policy
 
     adapter = trained / "sft" / "adapter" if continue_adapter else None
     _, model = load_trainable(tiny_model, adapter, GrpoConfig(lora_r=4, lora_alpha=8), "cpu", reference=True)
@@ -239,7 +239,9 @@ def test_drift_is_the_kl_and_the_changed_argmax_on_held_out_responses(trained: P
     from transformers import AutoTokenizer
 
     from evoh.config import GrpoConfig
-    from evoh.stages.grpo import load_trainable, policy_drift, reference_policy, sft_examples
+    from evoh.grpo.anchor import sft_examples
+    from evoh.grpo.model import load_trainable, reference_policy
+    from evoh.grpo.validation import policy_drift
 
     tokenizer = AutoTokenizer.from_pretrained(trained / "sft" / "adapter")
     examples = sft_examples(trained / "refine" / "val.jsonl", tokenizer, limit=5)
@@ -333,7 +335,7 @@ def test_two_gloo_processes_share_an_update(trained: Path, tiny_model: Path, tmp
     assert validation[0]["drift"]["kl"] == pytest.approx(0.0, abs=1e-6) and validation[1]["drift"]["kl"] >= 0.0
     from transformers import AutoTokenizer
 
-    from evoh.stages.grpo import sft_examples
+    from evoh.grpo.anchor import sft_examples
 
     examples = sft_examples(tmp_path / "refine" / "val.jsonl", AutoTokenizer.from_pretrained(tiny_model), 3)
     assert validation[0]["drift"]["tokens"] == sum(len(e.completion) for e in examples) == validation[1]["drift"]["tokens"]  # both shares
@@ -345,7 +347,8 @@ def test_the_sft_anchor_reads_refines_examples_as_the_rollouts_turns_are_encoded
     from transformers import AutoTokenizer
 
     from evoh.errors import EvohError
-    from evoh.stages.grpo import sft_examples, sft_examples_file
+    from evoh.grpo.anchor import sft_examples
+    from evoh.stages.grpo import sft_examples_file
     from evoh.workspace import Workspace
 
     tokenizer = AutoTokenizer.from_pretrained(trained / "sft" / "adapter")

@@ -31,8 +31,13 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
     from accelerate import Accelerator
     from transformers import get_scheduler
 
+    from evoh.grpo.model import build_optimizer, load_trainable
+    from evoh.grpo.optimise import optimise
+    from evoh.grpo.settings import rollout_sampling
+    from evoh.grpo.state import TrainState
+    from evoh.grpo.update import play_update
     from evoh.policy.local import LocalPolicy
-    from evoh.stages.grpo import build_optimizer, load_trainable, optimise, play_update, rollout_sampling, rollout_settings
+    from evoh.stages.grpo import rollout_settings
 
     recipe = load_recipe(None, [
         "env.kind=minihouse", "env.max_steps=1", "model.guided=true", "harness.system_prompt=brief",
@@ -48,15 +53,16 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
     scheduler = get_scheduler("constant", optimizer)
     trained, optimizer = accelerator.prepare(model_, optimizer)
     policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
+    state = TrainState(accelerator, trained, optimizer, scheduler, g, tokenizer.pad_token_id, policy.vocabulary)
     tasks = load_games(recipe.env, "train", 24, spread=True)
     shares = []
     with open_pool(recipe.env, 1) as pool:
         for update in range(updates + 1):
-            played, _, samples, _, _ = play_update(accelerator, policy, pool, rollout_settings(recipe), Bank(), tasks, update, g)
-            shares.append(sum(r["meta_actions"] > 0 for _, r in played) / len(played))
+            played = play_update(state, policy, pool, rollout_settings(recipe), Bank(), tasks, update)
+            shares.append(sum(r.record["meta_actions"] > 0 for r in played.rollouts) / len(played.rollouts))
             if update < updates:
-                assert samples and all(s.completion for s in samples)
-                optimise(accelerator, trained, optimizer, scheduler, samples, g, tokenizer.pad_token_id, update, policy.vocabulary)
+                assert played.samples and all(s.completion for s in played.samples)
+                optimise(state, played.samples, update)
     return shares
 
 

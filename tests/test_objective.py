@@ -10,17 +10,20 @@ import pytest
 import torch
 
 from evoh.config import GrpoConfig
-from evoh.objective import (
+from evoh.grpo.objective import (
+    Sample,
     clipped_policy_loss,
     group_advantages,
     groups_to_train,
     kl_k3,
     loss_weights,
+    micro_batches,
     restrict_logits,
     rollouts_to_train,
     token_logprobs,
 )
-from evoh.stages.grpo import GroupPolicy, Sample, micro_batches, tasks_for_update
+from evoh.grpo.policies import GroupPolicy
+from evoh.grpo.update import tasks_for_update
 
 
 def test_group_advantages_compare_rollouts_of_the_same_game_only():
@@ -194,7 +197,7 @@ def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy
 def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):
     from transformers import AutoModelForCausalLM
 
-    from evoh.stages.grpo import forward_logprobs
+    from evoh.grpo.objective import forward_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     rng = random.Random(1)
@@ -223,8 +226,8 @@ def guided_model(tiny_model: Path):
 
 
 def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(guided_model):
+    from evoh.grpo.objective import forward_logprobs, guided_restriction
     from evoh.policy.guided import Allowed
-    from evoh.stages.grpo import forward_logprobs, guided_restriction
 
     model, vocab = guided_model
     rng = random.Random(2)
@@ -243,8 +246,8 @@ def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(guid
 
 
 def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(guided_model):
+    from evoh.grpo.objective import forward_logprobs, guided_restriction
     from evoh.policy.guided import Allowed
-    from evoh.stages.grpo import forward_logprobs, guided_restriction
 
     model, vocab = guided_model
     rng = random.Random(3)
@@ -266,7 +269,8 @@ def test_only_the_later_optimizer_steps_keep_the_rollout_policys_log_probs(tiny_
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
-    from evoh.stages.grpo import optimise
+    from evoh.grpo.optimise import optimise
+    from evoh.grpo.state import TrainState
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     for module in model.modules():
@@ -278,7 +282,7 @@ def test_only_the_later_optimizer_steps_keep_the_rollout_policys_log_probs(tiny_
     samples = [Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(4)], rng.choice((-1.0, 1.0))) for _ in range(6)]
     scored_without_grad: list[int] = []
     hook = model.register_forward_hook(lambda _, args, out: None if torch.is_grad_enabled() else scored_without_grad.append(1))
-    stats = optimise(Accelerator(cpu=True), model, optimizer, scheduler, samples, GrpoConfig(minibatches=2, kl=0.0), pad_id=0, seed=0)
+    stats = optimise(TrainState(Accelerator(cpu=True), model, optimizer, scheduler, GrpoConfig(minibatches=2, kl=0.0), pad_id=0), samples, seed=0)
     hook.remove()
     kept = [s for s in samples if s.old_logp is not None]
     assert len(kept) == 3 and all(s.old_logp.shape == (4,) for s in kept)  # the second step's half
@@ -290,7 +294,8 @@ def _weights_after_one_step(model_dir: Path, samples: list[Sample], aggregation:
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
-    from evoh.stages.grpo import optimise
+    from evoh.grpo.optimise import optimise
+    from evoh.grpo.state import TrainState
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
@@ -300,7 +305,7 @@ def _weights_after_one_step(model_dir: Path, samples: list[Sample], aggregation:
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     g = GrpoConfig(kl=0.0, loss_aggregation=aggregation, max_grad_norm=1e9)
-    optimise(Accelerator(cpu=True), model, optimizer, scheduler, samples, g, pad_id=0, seed=0)
+    optimise(TrainState(Accelerator(cpu=True), model, optimizer, scheduler, g, pad_id=0), samples, seed=0)
     return torch.cat([p.detach().flatten() for p in model.parameters()])
 
 
@@ -326,7 +331,9 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
     from accelerate import Accelerator
     from transformers import AutoModelForCausalLM
 
-    from evoh.stages.grpo import forward_logprobs, optimise
+    from evoh.grpo.objective import forward_logprobs
+    from evoh.grpo.optimise import optimise
+    from evoh.grpo.state import TrainState
 
     rng = random.Random(6)
     rollouts = [Sample([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)], 0.0) for _ in range(4)]
@@ -347,7 +354,7 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
         g = GrpoConfig(kl=0.0, sft_weight=weight, sft_examples=3, max_grad_norm=1e9)
-        stats = optimise(Accelerator(cpu=True), model, optimizer, scheduler, rollouts, g, pad_id=0, seed=0, anchor=anchor)
+        stats = optimise(TrainState(Accelerator(cpu=True), model, optimizer, scheduler, g, pad_id=0, anchor=anchor), rollouts, seed=0)
         return before, nll(model), stats
 
     before, after, stats = step(0.0)  # every advantage 0: the policy loss has no gradient
@@ -359,7 +366,7 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
 
 def test_an_sgd_step_is_the_gradient_while_adam_moves_every_weight_by_about_lr():
     from evoh.config import GrpoConfig
-    from evoh.stages.grpo import build_optimizer
+    from evoh.grpo.model import build_optimizer
 
     moved = {}
     for name in ("sgd", "adamw"):

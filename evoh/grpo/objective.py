@@ -1,4 +1,5 @@
-"""GRPO's objective as small pure functions, so the loop and its unit tests share one implementation.
+"""GRPO's objective and the log-prob maths over token sequences, as small pure-torch functions, so the loop and
+its unit tests share one implementation.
 
 * Group-relative advantages: the G rollouts of one game are compared with each other only,
   ``A = (R − mean_g R) / std_g R`` (the division is switchable). Every turn of an episode gets its
@@ -19,17 +20,40 @@ Losses are returned per token; ``loss_weights`` says how the caller averages the
 over every completion token of an update, so an episode weighs by its length. "episode": each episode's
 tokens average to one term and the episodes average equally, so a lost episode that ran to the horizon
 weighs no more than a short win.
+
+A :class:`Sample` is one turn to train on. Batches are left-padded so every completion ends at the last
+position, and only the logits before completion tokens are ever computed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from statistics import fmean, pstdev
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+if TYPE_CHECKING:
+    from evoh.policy.guided import Allowed, Vocabulary
 
-def group_advantages(rewards: Sequence[float], groups: Sequence[Hashable], std_normalize: bool = True, eps: float = 1e-6) -> list[float]:
+
+@dataclass
+class Sample:
+    """One turn to train on: the prompt and the sampled response tokens, with its episode's advantage."""
+
+    prompt: list[int]
+    completion: list[int]
+    advantage: float
+    choices: dict[int, Allowed] = field(default_factory=dict)  # guided decoding: position -> what guidance allowed there
+    episode: Hashable = None  # the rollout it comes from (loss_aggregation = "episode" weighs by it)
+    old_logp: Any = None  # log-probs of the rollout policy, when the weights move within an update
+    ref_logp: Any = None
+
+
+def group_advantages(
+    rewards: Sequence[float], groups: Sequence[Hashable], std_normalize: bool = True, eps: float = 1e-6
+) -> list[float]:
     """One advantage per rollout: its reward relative to the other rollouts of the same group (task)."""
     members: dict[Hashable, list[float]] = {}
     for reward, group in zip(rewards, groups, strict=True):
@@ -70,7 +94,9 @@ def rollouts_to_train(advantages: Sequence[float], which: str = "all") -> list[b
     return [a > 0 for a in advantages]
 
 
-def loss_weights(lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token") -> tuple[dict[Hashable, float], int]:
+def loss_weights(
+    lengths: Sequence[int], episodes: Sequence[Hashable], aggregation: str = "token"
+) -> tuple[dict[Hashable, float], int]:
     """The per-token weight of each episode's tokens (samples are turns: ``lengths`` completion tokens from
     episode ``episodes[i]``) and the count the weighted sum is divided by: every token weighs 1 over the
     tokens ("token"), or 1/(its episode's tokens) over the episodes ("episode")."""
@@ -121,3 +147,78 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, cap: float = 0.0) -> torch
     delta = ref_logp - logp
     k3 = torch.exp(delta) - delta - 1
     return k3.clamp(max=cap) if cap > 0 else k3
+
+
+# -- log-probs over token sequences ----------------------------------------------------------------------
+
+
+def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]]:
+    """Samples sorted by length and packed so that each batch's padded size stays within the budget."""
+    ordered = sorted(samples, key=lambda s: len(s.prompt) + len(s.completion))
+    batches: list[list[Sample]] = []
+    current: list[Sample] = []
+    for sample in ordered:
+        length = len(sample.prompt) + len(sample.completion)
+        if current and length * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current = []
+        current.append(sample)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None, device="cpu"):
+    """What guidance allowed at the batch's guided tokens, in ``forward_logprobs``' layout and on ``device``:
+    (rows, columns, allowed [N, V]), or None when no token was guided. Built once per micro-batch and shared by
+    the passes over it; not kept on the Sample, where a Qwen-sized vocabulary would cost ~150 kB per guided token."""
+    width = max(len(s.completion) for s in batch)
+    guided = [(row, width - len(s.completion) + at, allowed) for row, s in enumerate(batch) for at, allowed in s.choices.items()]
+    if not guided:
+        return None
+    if vocabulary is None:
+        raise ValueError("guided samples need the guided policy's vocabulary to be scored")
+    rows, columns, allowed = zip(*guided, strict=True)
+    return torch.tensor(rows, device=device), torch.tensor(columns, device=device), vocabulary.allowed_matrix(allowed).to(device)
+
+
+def forward_logprobs(model, batch: list[Sample], pad_id: int, temperature: float, device, restriction=None):
+    """Log-probs and entropies of each sample's completion tokens: (logp, entropy, mask), each [B, C]. Samples
+    decoded under guidance are scored over what it allowed at each token (``restriction``, from
+    ``guided_restriction`` on the same batch and device)."""
+    logits, targets, mask = completion_logits(model, batch, pad_id, device)
+    if restriction is not None:
+        rows, columns, allowed = restriction
+        logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
+    logp, entropy = token_logprobs(logits, targets, temperature)
+    return logp, entropy, mask
+
+
+def completion_logits(model, batch: list[Sample], pad_id: int, device):
+    """The logits before each sample's completion tokens, those tokens and their mask: ([B, C, V], [B, C], [B, C]).
+
+    Rows are left-padded so every completion ends at the last position and only the last C+1 logits
+    are computed (C the longest completion): the prompt's vocabulary-sized logits never exist.
+    """
+    longest = max(len(s.prompt) + len(s.completion) for s in batch)
+    width = max(len(s.completion) for s in batch)
+    ids = torch.full((len(batch), longest), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), longest), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.bool)
+    for row, s in enumerate(batch):
+        sequence = s.prompt + s.completion
+        ids[row, longest - len(sequence) :] = torch.tensor(sequence)
+        attention[row, longest - len(sequence) :] = 1
+        mask[row, width - len(s.completion) :] = True
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    ids, attention, positions, mask = ids.to(device), attention.to(device), positions.to(device), mask.to(device)
+    logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, logits_to_keep=width + 1).logits[:, :-1]
+    return logits, ids[:, -width:], mask
+
+
+def pad_rows(values: list[Any], width: int, device):
+    """Per-sample 1-D tensors right-aligned into [B, width] (the layout of ``forward_logprobs``)."""
+    out = torch.zeros((len(values), width), device=device)
+    for row, v in enumerate(values):
+        out[row, width - v.shape[0] :] = v.to(device)
+    return out

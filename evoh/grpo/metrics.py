@@ -1,0 +1,99 @@
+"""What a GRPO run writes about itself: one line of metrics.jsonl per update, one line of rollouts.jsonl per
+episode, and the episode figures training rollouts and validation share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import fmean, pstdev
+from typing import Any
+
+import orjson
+
+from evoh.grpo.state import TrainState
+from evoh.harness.reward import REWARD_PARTS
+from evoh.harness.turns import META_VERBS
+from evoh.stages.summary import summarize  # shared with collect and eval; it belongs below the stages
+
+TOKEN_FIGURES = ("loss", "pg_loss", "kl", "kl_capped", "clip_fraction", "entropy", "ratio")  # means over trained tokens
+
+
+def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success and harness usage of a set of episodes, as training rollouts and validation both report them."""
+    summary = summarize(records)
+    return {
+        "episodes": summary["episodes"],
+        "errors": summary["errors"],
+        "success": summary["success"],
+        "meta_actions": summary["meta_actions"],
+        "meta_actions_won": summary["meta_actions_won"],
+        "meta_per_episode": {v: summary["meta_per_episode"][v]["attempted"] for v in META_VERBS},
+        "meta_idle": summary["meta_idle"],
+        "revisits": summary["revisits"],
+        "invalid_rate": summary["invalid_rate"],
+        "env_steps": summary["env_steps"],
+        "turns": summary["turns"],
+    }
+
+
+def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-update metrics that describe the episodes: success, reward and its parts, harness usage."""
+    totals = [r["total"] for r in rewards]
+    return {
+        **episode_figures(records),
+        "reward_mean": fmean(totals) if totals else 0.0,
+        "reward_std": pstdev(totals) if totals else 0.0,
+        "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in REWARD_PARTS},
+        "lambda_div": rewards[0]["lambda_div"] if rewards else None,
+        "prompt_tokens": sum(r.get("usage", {}).get("prompt_tokens", 0) for r in records),
+        "completion_tokens": sum(r.get("usage", {}).get("completion_tokens", 0) for r in records),
+    }
+
+
+def update_metrics(
+    state: TrainState,
+    update: int,
+    records,
+    rewards,
+    trained: tuple[int, int],
+    stats: dict[str, float | None],
+    seconds: dict[str, float],
+) -> dict[str, Any]:
+    """One line of metrics.jsonl: the episodes of every process, the optimisation figures averaged over them
+    (null when the update made no optimizer step), and how many turns and games it trained on."""
+    samples, groups = trained
+    return {
+        "update": update,
+        **rollout_figures(records, state.gather([{**x, "weights": None} for x in rewards])),
+        **{k: None if v is None else state.reduce(v) for k, v in stats.items()},
+        "samples": int(state.reduce(samples, "sum")),
+        "groups_trained": int(state.reduce(groups, "sum")),
+        **seconds,
+    }
+
+
+def episode_line(
+    update: int, key: tuple[str, int], record: dict[str, Any], score: dict[str, Any], greedy: bool = False
+) -> dict[str, Any]:
+    """One rollout in rollouts.jsonl: which game, whether it was decoded greedily, how it went, what it spent, and
+    what the update made of it (its reward, its advantage in its group, whether its turns were trained; absent
+    after an engine error)."""
+    return {
+        "update": update,
+        "task": key[0],
+        "rollout": key[1],
+        "greedy": greedy,
+        "won": record["won"],
+        "error": record.get("error"),
+        "turns": record["turns"],
+        "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS},
+        "idle_meta": record["idle_meta"],
+        "invalid_actions": record["invalid_actions"],
+        "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
+        **score,
+    }
+
+
+def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "ab") as f:
+        for row in rows:
+            f.write(orjson.dumps(row) + b"\n")
