@@ -87,8 +87,9 @@ def rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["counts"] = {c: (s["per_type"][c]["won"], s["per_type"][c]["episodes"]) for c in COLUMNS} | {
             "avg": (s["won"], s["finished"])
         }
-        row["recipe"] = eval_recipe(s, Path(run["path"]).parent)
-        row["workspace"] = workspace_of(Path(run["path"]).parent)
+        folder = Path(run["path"]).parent if run.get("path") else None  # a summary handed in without its file has none
+        row["recipe"] = eval_recipe(s, folder)
+        row["workspace"] = workspace_of(folder) if folder else None
         row["episodes"] = s["finished"]
         row["env_steps"] = s["env_steps"]
         row["meta"] = s["meta_actions"]
