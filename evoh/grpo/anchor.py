@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evoh.errors import EvohError
+from evoh.records import validate_example
 from evoh.grpo.objective import Sample, forward_logprobs, micro_batches
 from evoh.grpo.state import TrainState
 from evoh.workspace import read_jsonl
@@ -15,7 +16,8 @@ def sft_examples(path: Path, tokenizer, limit: int = 0) -> list[Sample]:
     """SFT examples (chat messages ending with the response) as (prompt, response) token ids, encoded as the
     rollouts' turns are; with ``limit``, that many spread evenly over the file (its episodes' turns follow each
     other). Examples whose response does not extend their prompt are left out."""
-    rows = read_jsonl(path).records
+    hint = f"the file was edited or damaged: rerun `evoh refine` to write {path} again"
+    rows = [validate_example(r, f"{path}:{n}", hint) for n, r in enumerate(read_jsonl(path).records, start=1)]
     if limit and len(rows) > limit:
         rows = [rows[i * len(rows) // limit] for i in range(limit)]
     examples = []
