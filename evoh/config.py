@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from evoh.errors import EvohError
+from evoh.recipe_files import find_recipe
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 
@@ -65,7 +66,7 @@ class EnvConfig:
     # alfworld: ALFWorld's games on the TextWorld engine (needs ALFWORLD_DATA); minihouse: procedural rooms in
     # ALFWorld's grammar and text, generated in-process (no data, thousands of steps a second)
     kind: Literal["alfworld", "minihouse"] = "alfworld"
-    data: str = ""  # ALFWORLD_DATA root; empty means the ALFWORLD_DATA environment variable
+    data: str = ""  # ALFWORLD_DATA root; empty: $ALFWORLD_DATA, else ~/.cache/alfworld (alfworld-download's)
     max_steps: int = 50  # environment steps before an episode stops (the published ALFWorld setting)
     workers: int = 2  # engine processes in the pool (alfworld; minihouse games play in this process)
     step_timeout: float = 60.0  # seconds one reset or step may take before its worker is replaced
@@ -143,8 +144,10 @@ class PlayConfig:
 
     policy: Literal["expert", "openai", "local"] = "expert"
     split: str = "train"
-    limit: int = 0  # N games in id order; 0 means all
-    spread: bool = False  # with limit: N games evenly spaced over the split (every task type), not the first N
+    limit: int = 0  # N games of the split; 0 means all
+    # with limit: the N games evenly spaced over the split's id order, so every task type is played (ids are
+    # sorted by type); false: the first N, all of one type when N is small
+    spread: bool = True
     # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those games of the split, in id order; "": all
     games: str = ""
     seed: int = 0
@@ -433,12 +436,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def load_recipe(path: Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a recipe (or start from the defaults), apply ``--set`` overrides, and check every key and type."""
+    """Read a recipe (a file, or a shipped recipe's name; or start from the defaults), apply ``--set`` overrides, and check every key and type."""
     table: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise EvohError(f"recipe {path} does not exist", hint="pass a file from recipes/, e.g. recipes/tiny-cpu.toml")
+        path = find_recipe(path)
         try:
             table = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -216,8 +219,20 @@ guided = true
 limit = 2
 """)
     ws = tmp_path / "ws"
-    result = evoh("run", str(recipe), "-w", str(ws), "--json")
-    assert result.exit_code == 0, result.stderr
+    # piped, as a batch job or `> log 2>&1` runs it: its log must read as a story, without library noise
+    result = subprocess.run(
+        [sys.executable, "-m", "evoh", "run", str(recipe), "-w", str(ws), "--json"], capture_output=True, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    log = result.stderr
+    for stage in ("collect", "refine", "sft", "grpo", "eval/sft-valid_unseen", "export"):
+        assert f"{stage}: running" in log and f"{stage}: finished in" in log, stage
+    assert "collect 4/4 won" in log and "eval/grpo-valid_unseen 2/2 won" in log  # the episode heartbeat's last line
+    assert re.search(r"^sft step 2/2 .*mean loss [0-9.]+", log, re.M)  # the trainer's log as a line, not a dict
+    assert "grpo update 1/1: rollouts: 2 episodes (1 games × 2)" in log and "grpo update 1/1: optimising" in log
+    for noise in ("Loading weights", "it/s]", "examples/s]", "FutureWarning", "{'loss'"):
+        assert noise not in log, noise
     for stage in ("collect", "refine", "sft", "grpo", "eval/sft-valid_unseen", "eval/grpo-valid_unseen", "export"):
         assert (ws / stage / "stage.json").exists(), stage
     records = [json.loads(line) for line in (ws / "collect" / "trajectories.jsonl").read_text().splitlines()]

@@ -85,7 +85,7 @@ def test_a_cut_reply_is_counted_in_its_episode(alfworld_data: Path, tmp_path: Pa
 
 def _run(ws: Path, server: FakeOpenAI, alfworld_data: Path, *extra: str):
     return evoh(
-        "eval", "-w", str(ws), "--policy", "openai", "--split", "valid_seen", "--limit", "3", "--max-steps", "3",
+        "eval", "-w", str(ws), "--policy", "openai", "--split", "valid_seen", "--limit", "3", "--first", "--max-steps", "3",
         "--data", str(alfworld_data), "--set", f"model.base_url={server.url}", "--set", "model.model=scripted",
         "--set", "model.backoff=0.01", "--set", "model.retries=3", "--set", "model.timeout=1", "--json", *extra,
     )

@@ -22,6 +22,7 @@ from evoh.cli import (
     model,
     play,
     plot,
+    recipes_cmd,
     refine,
     report,
     run_cmd,
@@ -78,6 +79,9 @@ model_app.command("import", help="A GGUF checkpoint as a model directory (fp32 s
     guarded(model.import_)
 )
 app.add_typer(model_app, name="model")
+app.command("recipes", help="List the recipes that ship with evoh; a command takes a recipe's name or a file.")(
+    guarded(recipes_cmd.recipes)
+)
 app.command("config", help="Show a recipe's resolved settings after --set overrides, or report its errors.")(
     guarded(config_cmd.config)
 )

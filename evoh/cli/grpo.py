@@ -98,42 +98,59 @@ class RolloutErrors:
 
 @contextlib.contextmanager
 def update_display(errors: RolloutErrors | None = None) -> Iterator[object]:
-    """A bar over updates and one line per update with its headline figures (stderr, main process only)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A bar over updates that names what the update is doing, and one line per update with its headline figures
+    (stderr, main process only); off a terminal, a line at each phase and a heartbeat while a phase lasts."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    from evoh.cli.progress import PhaseTicker
     from evoh.stages.grpo import Callbacks
     from evoh.stages.sft import is_main_process
 
     console = stderr_console()
     quiet = not is_main_process()
+    ticker = None if quiet or console.is_terminal else PhaseTicker("grpo", console)
     with Progress(
-        TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
-        disable=quiet or not console.is_terminal,
-    ) as bar:
-        task = bar.add_task("updates", total=None)
+        TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+        TextColumn("{task.fields[phase]}"), console=console, disable=quiet or not console.is_terminal,
+    ) as bar, ticker or contextlib.nullcontext():
+        task = bar.add_task("updates", total=None, phase="")
+        total = 0
 
-        def started(total: int, done: int) -> None:
-            bar.update(task, total=total, completed=done)
+        def started(updates: int, done: int) -> None:
+            nonlocal total
+            total = updates
+            bar.update(task, total=updates, completed=done)
+
+        def phase(update: int, what: str) -> None:
+            bar.update(task, phase=f"update {update + 1}: {what}")
+            if ticker:
+                ticker.phase(f"update {update + 1}/{total}: {what}")
 
         def updated(m: dict) -> None:
-            bar.update(task, advance=1)
+            bar.update(task, advance=1, phase="")
             if errors is not None:
                 errors.count(m)
             if quiet:
                 return
-            val = m.get("validation")
-            tail = f" | val success {100 * val['success']:.1f}%" if val else ""
-            if val and val.get("drift"):
-                tail += f"  drift: kl {val['drift']['kl']:.4f}, argmax changed {100 * val['drift']['flips']:.2f}%"
-            greedy = m.get("greedy")
-            if greedy:
-                tail = f" | greedy success {100 * greedy['success']:.0f}%  meta {greedy['meta_actions']:.2f}/ep" + tail
-            learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
-            console.print(
-                f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
-                f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
-                f"{m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}",
-                markup=False, highlight=False,
-            )
+            if ticker:
+                ticker.phase(None)
+            console.print(update_line(m), markup=False, highlight=False)
 
-        yield Callbacks(started, updated)
+        yield Callbacks(started, updated, phase)
+
+
+def update_line(m: dict) -> str:
+    """An update's headline figures in one line."""
+    val = m.get("validation")
+    tail = f" | val success {100 * val['success']:.1f}%" if val else ""
+    if val and val.get("drift"):
+        tail += f"  drift: kl {val['drift']['kl']:.4f}, argmax changed {100 * val['drift']['flips']:.2f}%"
+    greedy = m.get("greedy")
+    if greedy:
+        tail = f" | greedy success {100 * greedy['success']:.0f}%  meta {greedy['meta_actions']:.2f}/ep" + tail
+    learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
+    return (
+        f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
+        f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
+        f"{m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}"
+    )

@@ -64,12 +64,28 @@ def setup_logging() -> None:
         logger.setLevel(logging.DEBUG if debug() else logging.INFO)
 
 
+def quiet_libraries() -> None:
+    """Library noise that tells a user nothing: deprecation notices about arguments evoh does not pass (they
+    come from inside transformers), and, off a terminal, the libraries' progress bars, which a log file keeps
+    as hundreds of carriage-return lines (evoh prints its own progress there). Set before they are imported."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*is deprecated and will be removed in v6", category=FutureWarning)
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the hub's bars, and transformers' at import
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # datasets' map and load bars (SFT's tokenizing)
+        # any other tqdm bar (transformers re-enables its own after a trainer's run, e.g. export's "Writing model shards")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
 def guarded(command: F) -> F:
     """Turn an ``EvohError`` into ``error: …`` plus its hint and the error's exit code (traceback only with EVOH_DEBUG=1)."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         setup_logging()
+        quiet_libraries()
         try:
             return command(*args, **kwargs)
         except EvohError as exc:

@@ -15,9 +15,12 @@ SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a s
 ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="openai: the model's name; local: a model directory.")]
 BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="openai: the endpoint, e.g. http://localhost:8000/v1.")]
 AdapterOption = Annotated[str | None, typer.Option("--adapter", help="local: a PEFT adapter directory on top of --model.")]
-LimitOption = Annotated[int | None, typer.Option("--limit", "-n", min=0, help="The first N games in id order (0: all).")]
+LimitOption = Annotated[
+    int | None, typer.Option("--limit", "-n", min=0, help="N games of the split, evenly spaced over its task types (0: all).")
+]
 SpreadOption = Annotated[
-    bool | None, typer.Option("--spread", help="With --limit: games evenly spaced over the split (every task type), not the first N.")
+    bool | None,
+    typer.Option("--spread/--first", help="With --limit: N games spread over every task type (default), or the first N in id order."),
 ]
 GamesOption = Annotated[
     str | None, typer.Option("--games", help="A file of task ids, one per line (task.id in episodes.jsonl): only those games of the split."),
@@ -28,7 +31,7 @@ MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="
 BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank: a bank.json, or collect / grpo for that stage's bank in the workspace.")]
 FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA).")]
+DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA, else ~/.cache/alfworld).")]
 KindOption = Annotated[str | None, typer.Option("--kind", help="The world (env.kind): alfworld, or minihouse (procedural, no data needed).")]
 
 

@@ -34,8 +34,13 @@ def run(
     def on_stage(name: str, runs: bool) -> None:
         err.print(f"[bold]{name}[/]: {'running' if runs else 'done before with these settings, skipped'}", markup=True, highlight=False)
 
+    def on_done(name: str, seconds: float) -> None:
+        err.print(f"[bold]{name}[/]: finished in {seconds / 60:.1f} min", markup=True, highlight=False)
+
     errors = RolloutErrors()
-    hooks = pipeline.Hooks(on_stage=on_stage, episodes=lambda name: episode_bar(name), updates=lambda: update_display(errors))
+    hooks = pipeline.Hooks(
+        on_stage=on_stage, episodes=lambda name: episode_bar(name), updates=lambda: update_display(errors), on_done=on_done
+    )
     steps = pipeline.Pipeline(resolved, ws, hooks).run()
     evals = pipeline.eval_runs(ws, resolved)
     compared = report.run(evals, ws.root / "report") if evals else None

@@ -85,14 +85,23 @@ class Selection:
         return len(self.tasks) + len(self.skipped)
 
 
+# where `alfworld-download` puts the data when ALFWORLD_DATA is not set
+DOWNLOAD_HOME = Path("~/.cache/alfworld")
+
+
 def data_root(data: str | Path | None = None) -> Path:
-    """The ALFWorld data directory: ``data`` if given, else ``$ALFWORLD_DATA``."""
+    """The ALFWorld data directory: ``data`` if given, else ``$ALFWORLD_DATA``, else ``~/.cache/alfworld`` when
+    ``alfworld-download`` has filled it."""
     value = str(data) if data else os.environ.get("ALFWORLD_DATA", "")
     if not value:
-        raise EvohError(
-            "no ALFWorld data directory given",
-            hint="pass --data DIR or set ALFWORLD_DATA to a folder holding json_2.1.1/ (alfworld-download makes one)",
-        )
+        home = DOWNLOAD_HOME.expanduser()
+        if not any(home.glob("json_*")):
+            raise EvohError(
+                f"no ALFWorld data: --data and ALFWORLD_DATA are not set and {home} holds no json_2.1.1/",
+                hint="run `alfworld-download` (it fills ~/.cache/alfworld), or pass --data DIR / set ALFWORLD_DATA "
+                "to a folder holding json_2.1.1/; MiniHouse needs no data (env.kind = \"minihouse\")",
+            )
+        return home.resolve()
     root = Path(value).expanduser()
     if not root.is_dir():
         raise EvohError(f"ALFWorld data directory {root} does not exist", hint="pass --data DIR or fix ALFWORLD_DATA")

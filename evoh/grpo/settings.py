@@ -27,6 +27,29 @@ def check_settings(recipe: Recipe) -> None:
         raise EvohError("grpo.updates, tasks_per_update and minibatches must be at least 1", hint="fix the recipe or --set")
 
 
+# an Adam step moves a weight by about lr: below this much in all, a run's policy does not measurably change
+NEGLIGIBLE_MOVEMENT = 1e-4
+
+
+def futile_settings(recipe: Recipe) -> list[str]:
+    """Settings that run but cannot show anything, each as a line that names the fix (logged as warnings)."""
+    g, found = recipe.grpo, []
+    steps = g.updates * g.minibatches
+    if g.optimizer == "adamw" and g.lr * steps < NEGLIGIBLE_MOVEMENT:
+        found.append(
+            f"grpo.lr = {g.lr:g} over {steps} optimizer steps moves a weight by at most about {g.lr * steps:.0e}: "
+            f"the policy will not measurably change (kl stays near 0). The paper's 1e-6 is for 150 updates of an 8B "
+            f"model; for a short trial raise grpo.lr (e.g. 1e-4 to 5e-4 on a LoRA)"
+        )
+    if g.val_every and recipe.env.max_steps > g.max_steps:
+        found.append(
+            f"validation plays as evoh eval does, up to env.max_steps = {recipe.env.max_steps} turns of up to "
+            f"model.max_tokens = {recipe.model.max_tokens} tokens, not grpo.max_steps = {g.max_steps}: set env.max_steps "
+            f"too to shorten it, or grpo.val_every = 0 to skip it"
+        )
+    return found
+
+
 def rollout_sampling(recipe: Recipe, model: str) -> ModelConfig:
     """How a training rollout samples from ``model``: grpo's temperature, top-p and token cap, the recipe's batch
     and guidance."""

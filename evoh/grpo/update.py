@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,15 +89,20 @@ def play_update(state: TrainState, policy, pool, settings: EpisodeSettings, bank
 
 
 def run_update(
-    state: TrainState, generators: Generators, pool, settings: EpisodeSettings, bank: Bank, tasks: list[Task], update: int
+    state: TrainState, generators: Generators, pool, settings: EpisodeSettings, bank: Bank, tasks: list[Task], update: int,
+    on_phase: Callable[[str], None] = lambda phase: None,
 ) -> tuple[dict[str, Any], Bank, list[dict[str, Any]]]:
-    """One whole update: (its line of metrics.jsonl, the bank consolidated from its episodes, its rollouts.jsonl lines)."""
+    """One whole update: (its line of metrics.jsonl, the bank consolidated from its episodes, its rollouts.jsonl lines);
+    ``on_phase`` hears what it is doing, for progress displays."""
     g = state.g
     tick = time.time()
     generators.sync()
+    games = min(g.tasks_per_update, len(tasks))
+    on_phase(f"rollouts: {games * g.group_size} episodes ({games} games × {g.group_size}), up to {settings.max_steps} turns each")
     played = play_update(state, generators.rollouts, pool, settings, bank, tasks, update)
     rollout_seconds = time.time() - tick
     tick = time.time()
+    on_phase(f"optimising: {len(played.samples)} turns of {played.groups} games")
     stats = optimise(state, played.samples, g.seed * 100_003 + update)
     seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
     release_freed_memory()  # the optimisation's activations, before validation plays on

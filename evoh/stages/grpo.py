@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -33,7 +35,7 @@ from evoh.grpo.checkpoint import latest_checkpoint, resume_from, save_checkpoint
 from evoh.grpo.metrics import append_jsonl
 from evoh.grpo.model import load_training, make_accelerator
 from evoh.grpo.policies import Generators
-from evoh.grpo.settings import check_settings, rollout_sampling
+from evoh.grpo.settings import check_settings, futile_settings, rollout_sampling
 from evoh.grpo.state import TrainState
 from evoh.grpo.update import run_update
 from evoh.grpo.validation import Validation
@@ -45,12 +47,14 @@ from evoh.stages.episodes import bank_input, episode_settings, resolve_bank
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "grpo"
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Callbacks:
     on_start: Callable[[int, int], None] | None = None  # (updates in all, already done)
     on_update: Callable[[dict[str, Any]], None] | None = None
+    on_phase: Callable[[int, str], None] | None = None  # (update being made, what it is doing now)
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ def read_inputs(recipe: Recipe, workspace: Workspace) -> Inputs:
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: Callbacks | None = None) -> dict[str, Any]:
     check_settings(recipe)
+    for line in futile_settings(recipe):
+        log.warning(line)
     g, callbacks = recipe.grpo, callbacks or Callbacks()
     inputs = read_inputs(recipe, workspace)
 
@@ -114,13 +120,19 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         drift = sft_examples(inputs.heldout, tokenizer, g.drift_examples) if inputs.heldout else []
         validation = Validation(val_tasks, val_settings, drift, directory / "validation.jsonl" if main else None)
         metrics: dict[str, Any] = {}
+        phase = callbacks.on_phase or (lambda done, what: None)
+        validating = f"validation: {len(val_tasks)} {g.val_split} games, greedy, up to {val_settings.max_steps} turns each"
         with open_pool(recipe.env, max(g.max_steps, recipe.env.max_steps)) as pool:
             if g.val_every and update == 0:
+                phase(update, validating + " (the starting policy)")
                 validation(state, generators, pool, bank, 0)  # the starting policy, for the curve's first point
             while update < g.updates:
-                metrics, bank, lines = run_update(state, generators, pool, train_settings, bank, tasks, update)
+                metrics, bank, lines = run_update(
+                    state, generators, pool, train_settings, bank, tasks, update, functools.partial(phase, update)
+                )
                 update += 1
                 if g.val_every and (update % g.val_every == 0 or update == g.updates):
+                    phase(update - 1, validating)
                     metrics["validation"] = validation(state, generators, pool, bank, update)
                 if main:
                     append_jsonl(directory / "metrics.jsonl", [metrics])

@@ -40,6 +40,7 @@ class Hooks:
     on_stage: Callable[[str, bool], None] | None = None
     episodes: Callable[[str], Any] | None = None  # name -> context manager yielding episode Callbacks
     updates: Callable[[], Any] | None = None  # -> context manager yielding GRPO Callbacks
+    on_done: Callable[[str, float], None] | None = None  # a stage that ran has finished (name, seconds)
 
 
 def _check(recipe: Recipe) -> None:
@@ -141,6 +142,8 @@ class Pipeline:
         manifest = file_sha256(self.workspace.path(stage) / MANIFEST)
         self.state[stage] = {"key": key, "identity": identity, "manifest_sha256": manifest, "finished_at": time.time()}
         self._save()
+        if self.hooks.on_done:
+            self.hooks.on_done(stage, time.time() - started)
         return {"stage": stage, "ran": True, "seconds": time.time() - started, "result": result}
 
     def _input_key(self, stage: str) -> str:
@@ -193,6 +196,8 @@ class Pipeline:
             if path.exists() and any(path.iterdir()):
                 raise EvohError(f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder")
             build(path, self.recipe.env, self.recipe.run.model_size, self.recipe.sft.seed)
+            if self.hooks.on_done:
+                self.hooks.on_done("model", time.time() - started)
         return [{"stage": "model", "ran": ran, "seconds": time.time() - started}]
 
     def _collect(self) -> list[dict[str, Any]]:
@@ -276,7 +281,7 @@ class Pipeline:
                 settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": {**dataclasses.asdict(r.model), **where}}
 
                 def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
-                    with self._episodes(name) as callbacks:
+                    with self._episodes(f"eval/{name}") as callbacks:
                         return evaluate.run(r, self.workspace, callbacks)
 
                 done.append(self._step(f"eval/{name}", settings, inputs, action, measures=True, plays=True))

@@ -273,6 +273,22 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                     with open(metrics_file, "ab") as f:
                         f.write(orjson.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + b"\n")
 
+        class LogLines(TrainerCallback):
+            """Off a terminal, where the trainer would print raw dicts: one line per log with the step of the total."""
+
+            last: tuple[float, float] | None = None  # (tokens seen, time) at the last training log
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if not (state.is_world_process_zero and logs):
+                    return
+                now, rate = time.time(), None
+                if "num_tokens" in logs and "loss" in logs:
+                    if self.last is not None and now > self.last[1]:
+                        rate = (logs["num_tokens"] - self.last[0]) / (now - self.last[1])
+                    self.last = (logs["num_tokens"], now)
+                sys.stderr.write(sft_log_line(state.global_step, state.max_steps, logs, rate, now - started) + "\n")
+                sys.stderr.flush()
+
         class ReleaseFreedMemory(TrainerCallback):
             """Every batch has another length, and glibc keeps the freed tensors' pages: without a trim at
             each log, resident memory grows over a run."""
@@ -284,6 +300,11 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             model=model, args=args, train_dataset=data["train"], eval_dataset=data.get("val"),
             processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
         )
+        if args.disable_tqdm:
+            from transformers.trainer_callback import PrinterCallback
+
+            trainer.remove_callback(PrinterCallback)
+            trainer.add_callback(LogLines())
         with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
             result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
             final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
@@ -316,3 +337,22 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                 },
             )
     return final
+
+
+def sft_log_line(step: int, total: int, logs: dict[str, Any], tokens_per_second: float | None, seconds: float) -> str:
+    """``sft step 40/500  loss 0.512  lr 2.9e-03  1,234 tokens/s  1.2 min`` (an evaluation's loss as ``eval loss``)."""
+    parts = [f"sft step {step}/{total}"]
+    if "loss" in logs:
+        parts.append(f"loss {logs['loss']:.4f}")
+    if "eval_loss" in logs:
+        parts.append(f"eval loss {logs['eval_loss']:.4f}")
+    if "mean_token_accuracy" in logs:
+        parts.append(f"token accuracy {100 * logs['mean_token_accuracy']:.1f}%")
+    if "learning_rate" in logs:
+        parts.append(f"lr {logs['learning_rate']:.2e}")
+    if tokens_per_second is not None:
+        parts.append(f"{tokens_per_second:,.0f} tokens/s")
+    if "train_loss" in logs:
+        parts.append(f"done, mean loss {logs['train_loss']:.4f}")
+    parts.append(f"{seconds / 60:.1f} min")
+    return "  ".join(parts)
