@@ -206,6 +206,9 @@ class JsonlLog:
         self.close()
 
 
+TRAINED_WEIGHTS = {False: "adapter", True: "model"}  # a training stage's output folder, keyed by "every weight trained"
+
+
 class Workspace:
     """A pipeline's directory: ``evoh.toml`` plus one sub-directory per stage (see DESIGN.md)."""
 
@@ -238,6 +241,14 @@ class Workspace:
                 hint=f"run `{self._command(stage)}` first",
             )
         return manifest
+
+    def trained_weights(self, stage: str) -> tuple[Path, Path | None]:
+        """(model directory, adapter directory or None) that a finished training stage (sft, grpo) left: its
+        own ``model/`` when it trained every weight, else its base model and its ``adapter/``."""
+        manifest = self.require(stage)
+        if manifest.get("method") == "full":
+            return self.path(stage) / TRAINED_WEIGHTS[True], None
+        return Path(manifest["base_model"]["path"]), self.path(stage) / TRAINED_WEIGHTS[False]
 
     def _command(self, stage: str) -> str:
         top, _, name = stage.partition("/")

@@ -26,7 +26,7 @@ from evoh.harness.belief import Belief
 from evoh.harness.experience import Bank
 from evoh.policy.factory import build_policy
 from evoh.rollout import rollout
-from evoh.stages.episodes import episode_settings
+from evoh.runs.episodes import episode_settings
 from tests.cli_runner import evoh
 
 HOUSE = EnvConfig(kind="minihouse")

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 
 
 def test_wilson_intervals_match_their_closed_form():
-    from evoh.stages.figures import wilson
+    from evoh.inspection.figures import wilson
 
     assert wilson(0, 0) is None
     low, high = wilson(0, 10)
@@ -80,8 +80,8 @@ def grpo_run(tmp_path: Path) -> Path:
 def test_the_grpo_figures_name_the_run_keep_legends_off_the_data_and_count_updates_in_whole_numbers(
     grpo_run: Path, tmp_path: Path
 ):
-    from evoh.stages import plot
-    from evoh.stages.figures import VERB_COLORS
+    from evoh.inspection import plot
+    from evoh.inspection.figures import VERB_COLORS
     from evoh.workspace import Workspace
 
     metrics, validation = plot.load_curves(Workspace(grpo_run))
@@ -115,7 +115,7 @@ def test_the_grpo_figures_name_the_run_keep_legends_off_the_data_and_count_updat
         "validation (greedy), n=8 per update",
     ]
     band = success.axes[0].collections[0].get_paths()[0].vertices  # the rollouts' band: Wilson of 2/15 at update 0
-    from evoh.stages.figures import wilson
+    from evoh.inspection.figures import wilson
 
     assert band[:, 1].min() == pytest.approx(100 * wilson(2, 15)[0]) and band[:, 1].max() == pytest.approx(100 * wilson(6, 15)[1])
 
@@ -126,7 +126,7 @@ def test_the_grpo_figures_name_the_run_keep_legends_off_the_data_and_count_updat
 
 
 def test_a_finished_runs_recipe_comes_from_its_stage_record(grpo_run: Path):
-    from evoh.stages.figures import grpo_recipe
+    from evoh.inspection.figures import grpo_recipe
 
     config = {"updates": 150, "tasks_per_update": 16, "group_size": 8, "lr": 1e-6, "max_steps": 70, "kl": 0.01}
     (grpo_run / "grpo" / "stage.json").write_text(json.dumps({"config": config, "data": "/data/alfworld"}))
@@ -168,8 +168,8 @@ def eval_runs(tmp_path: Path) -> list[Path]:
 
 
 def test_the_report_chart_marks_absent_types_and_gives_each_bar_its_count_and_interval(eval_runs: list[Path], tmp_path: Path):
-    from evoh.stages import report
-    from evoh.stages.figures import VERB_COLORS, wilson
+    from evoh.inspection import report
+    from evoh.inspection.figures import VERB_COLORS, wilson
 
     runs = report.load_runs(eval_runs)
     for run in runs:

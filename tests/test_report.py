@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoh.stages.report import mcnemar_p, paired
+from evoh.inspection.report import mcnemar_p, paired
 
 
 def test_mcnemar_p_is_the_exact_two_sided_binomial_tail():

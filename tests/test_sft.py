@@ -248,7 +248,6 @@ def test_full_fine_tuning_trains_every_weight_and_feeds_export_and_grpo(refined:
 
     from evoh.config import Recipe
     from evoh.stages.grpo import starting_point
-    from evoh.stages.sft import trained_weights
     from evoh.workspace import Workspace
 
     ws = tmp_path / "ws"
@@ -267,7 +266,7 @@ def test_full_fine_tuning_trains_every_weight_and_feeds_export_and_grpo(refined:
     assert len(changed) == len(before)  # every weight trained, embeddings and norms included
 
     workspace = Workspace(ws)
-    assert trained_weights(workspace, "sft") == (ws / "sft" / "model", None)
+    assert workspace.trained_weights("sft") == (ws / "sft" / "model", None)
     assert starting_point(Recipe(), workspace) == (ws / "sft" / "model", None)  # grpo puts a fresh adapter on it
 
     out = tmp_path / "exported"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from evoh.harness.turns import META_VERBS
-from evoh.stages import report
-from evoh.stages.summary import summarize
+from evoh.inspection import report
+from evoh.runs.summary import summarize
 
 
 def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:

@@ -55,8 +55,8 @@ def collect(
     as_json: JsonOption = False,
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
+    from evoh.runs.summary import errored_run
     from evoh.stages import collect as stage
-    from evoh.stages.summary import errored_run
     from evoh.workspace import Workspace
 
     resolved = resolve(

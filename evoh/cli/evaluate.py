@@ -62,8 +62,8 @@ def evaluate(
     as_json: JsonOption = False,
 ) -> None:
     """Resumes after an interruption: rerun the same command."""
+    from evoh.runs.summary import errored_run
     from evoh.stages import evaluate as stage
-    from evoh.stages.summary import errored_run
     from evoh.workspace import Workspace
 
     resolved = resolve(

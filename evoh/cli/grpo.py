@@ -53,7 +53,7 @@ def grpo(
     errors = RolloutErrors()
     with update_display(errors) as callbacks:
         result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)
-    from evoh.stages.sft import is_main_process
+    from evoh.distributed import is_main_process
 
     if not is_main_process():
         return
@@ -103,8 +103,8 @@ def update_display(errors: RolloutErrors | None = None) -> Iterator[object]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from evoh.cli.progress import PhaseTicker
+    from evoh.distributed import is_main_process
     from evoh.stages.grpo import Callbacks
-    from evoh.stages.sft import is_main_process
 
     console = stderr_console()
     quiet = not is_main_process()

@@ -15,7 +15,7 @@ def plot(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Where the PNG files go (default: WS/grpo/).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
-    from evoh.stages import plot as stage
+    from evoh.inspection import plot as stage
     from evoh.workspace import Workspace
 
     result = stage.run(Workspace(workspace), out)

@@ -89,7 +89,7 @@ def episode_bar(label: str) -> Iterator[object]:
         TimeRemainingColumn,
     )
 
-    from evoh.stages.episodes import Callbacks
+    from evoh.runs.episodes import Callbacks
 
     console = stderr_console()
     beat = None if console.is_terminal else Heartbeat(label, console)

@@ -16,7 +16,7 @@ def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where report.png and report.md go.")] = Path("report"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
-    from evoh.stages import report as stage
+    from evoh.inspection import report as stage
 
     result = stage.run(runs, out)
     if as_json:

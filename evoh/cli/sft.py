@@ -38,21 +38,22 @@ def sft(
     sets: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:
+    from evoh.distributed import is_main_process
     from evoh.stages import sft as stage
-    from evoh.workspace import Workspace
+    from evoh.workspace import TRAINED_WEIGHTS, Workspace
 
     resolved = resolve(
         recipe, sets, sft__model=model, sft__full=full, sft__lora_r=lora_r, sft__lora_alpha=lora_alpha, sft__target=target,
         sft__load_in_4bit=load_in_4bit, sft__train_embeddings=train_embeddings, sft__epochs=epochs, sft__max_steps=max_steps, sft__lr=lr,
     )
     result = stage.run(resolved, Workspace(workspace), resume=resume)
-    if not stage.is_main_process():
+    if not is_main_process():
         return  # under torchrun / accelerate launch, one process reports
     if as_json:
         print_json(result)
     else:
         eval_loss = f", validation loss {result['eval_loss']:.4f}" if "eval_loss" in result else ""
-        weights = stage.WEIGHTS[resolved.sft.full]
+        weights = TRAINED_WEIGHTS[resolved.sft.full]
         typer.echo(f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; {weights} in {workspace}/sft/{weights}")
         if "val_actions" in result:
             stdout_console().print(action_table(result["val_actions"]))

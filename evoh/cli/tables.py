@@ -80,7 +80,7 @@ def report_table(result: dict[str, Any]):
     """Eval runs side by side (rows = runs), as `evoh report` and `evoh run` print them."""
     from rich.table import Table
 
-    from evoh.stages.report import COLUMNS, cell, success_cells, versus_cell
+    from evoh.inspection.report import COLUMNS, cell, success_cells, versus_cell
 
     table = Table(title="evaluation runs (success %)", title_justify="left")
     for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won", "idle/ep", "vs first"):

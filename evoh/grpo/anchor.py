@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from evoh.errors import EvohError
-from evoh.records import validate_example
 from evoh.grpo.objective import Sample, forward_logprobs, micro_batches
 from evoh.grpo.state import TrainState
+from evoh.records import validate_example
 from evoh.workspace import read_jsonl
 
 

@@ -12,7 +12,7 @@ import orjson
 from evoh.grpo.state import TrainState
 from evoh.harness.reward import REWARD_PARTS
 from evoh.harness.turns import META_VERBS
-from evoh.stages.summary import summarize  # shared with collect and eval; it belongs below the stages
+from evoh.runs.summary import summarize  # shared with collect and eval; it belongs below the stages
 
 TOKEN_FIGURES = ("loss", "pg_loss", "kl", "kl_capped", "clip_fraction", "entropy", "ratio")  # means over trained tokens
 

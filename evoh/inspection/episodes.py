@@ -57,7 +57,7 @@ def records_file(path: Path) -> Path:
 def read_episodes(path: Path, label: str | None = None) -> Episodes:
     """Every episode record of a file (or of the folder's records file), refused with file:line when damaged."""
     from evoh.records import check
-    from evoh.stages.summary import latest
+    from evoh.runs.summary import latest
     from evoh.workspace import read_jsonl
 
     file = records_file(path)

@@ -8,7 +8,7 @@ from typing import Any
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.policy.base import Policy
-from evoh.stages.episodes import Callbacks, run_split
+from evoh.runs.episodes import Callbacks, run_split
 from evoh.workspace import Workspace
 
 STAGE = "collect"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evoh.config import Recipe
-from evoh.stages.episodes import Callbacks, run_split
+from evoh.runs.episodes import Callbacks, run_split
 from evoh.workspace import Workspace
 
 

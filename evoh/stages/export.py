@@ -94,9 +94,7 @@ def _measured(summary: dict[str, Any], weights: dict[str, tuple[Path, Path | Non
 
 
 def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dtype: str, difference: float) -> str:
-    from evoh.stages.sft import trained_weights
-
-    adapter = trained_weights(workspace, source)[1]
+    adapter = workspace.trained_weights(source)[1]
     sft = workspace.manifest("sft")
     stages = [("sft", sft)] if source == "sft" else []
     if source == "grpo":
@@ -128,9 +126,9 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
     ]
     evals = sorted(workspace.root.glob("eval/*/summary.json"))
     if evals:
-        from evoh.stages import report
+        from evoh.inspection import report
 
-        weights = {s: trained_weights(workspace, s) for s in ("sft", "grpo") if workspace.manifest(s) is not None}
+        weights = {s: workspace.trained_weights(s) for s in ("sft", "grpo") if workspace.manifest(s) is not None}
         runs = report.load_runs(evals)
         lines += [
             "",
@@ -152,10 +150,9 @@ def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Pat
         raise EvohError(f"--from {source!r} is not a training stage", hint="use --from sft or --from grpo")
     if dtype not in DTYPES:
         raise EvohError(f"--dtype {dtype!r} is not supported", hint="use bf16 or fp32")
-    from evoh.stages.sft import trained_weights
 
     manifest = workspace.require(source)
-    model_dir, adapter = trained_weights(workspace, source)
+    model_dir, adapter = workspace.trained_weights(source)
     out = Path(out) if out else workspace.path(STAGE) / "model"
     if out.exists() and any(out.iterdir()) and not force:
         raise EvohError(f"{out} is not empty", hint="pick another --out, or pass --force to replace what is there")

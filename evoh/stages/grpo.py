@@ -43,7 +43,7 @@ from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
-from evoh.stages.episodes import bank_input, episode_settings, resolve_bank
+from evoh.runs.episodes import bank_input, episode_settings, resolve_bank
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "grpo"
@@ -152,11 +152,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
 def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | None]:
     """(base model directory, adapter to continue or None)."""
-    from evoh.stages.sft import trained_weights
-
     g = recipe.grpo
     if g.start == "sft":
-        base, adapter = trained_weights(workspace, "sft")  # a fully fine-tuned model gets a fresh adapter
+        base, adapter = workspace.trained_weights("sft")  # a fully fine-tuned model gets a fresh adapter
         base = Path(g.model) if g.model else base
     else:
         if not g.model:

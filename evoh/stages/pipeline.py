@@ -24,8 +24,8 @@ import orjson
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
-from evoh.stages.episodes import play_settings
-from evoh.stages.summary import errored_run
+from evoh.runs.episodes import play_settings
+from evoh.runs.summary import errored_run
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
 
 STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
@@ -246,7 +246,7 @@ class Pipeline:
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
                 result = grpo.run(r, self.workspace, resume=resume and grpo.latest_checkpoint(self.workspace.path("grpo")) is not None, callbacks=callbacks)
-            from evoh.stages import plot
+            from evoh.inspection import plot
 
             result["plots"] = plot.run(self.workspace)
             return result
@@ -255,7 +255,6 @@ class Pipeline:
 
     def _eval(self) -> list[dict[str, Any]]:
         from evoh.stages import evaluate
-        from evoh.stages.sft import trained_weights
 
         done = []
         for source in self.recipe.run.eval_from:
@@ -268,7 +267,7 @@ class Pipeline:
                     r.model.model, r.model.adapter = r.sft.model, ""
                     inputs = ["model"]
                 else:
-                    model, adapter = trained_weights(self.workspace, source)
+                    model, adapter = self.workspace.trained_weights(source)
                     r.model.model, r.model.adapter = str(model), str(adapter or "")
                     inputs = [source]
                 bank = "grpo" if source == "grpo" else "collect"

@@ -24,7 +24,7 @@ import orjson
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
 from evoh.records import check as records_check
-from evoh.stages.summary import latest
+from evoh.runs.summary import latest
 from evoh.workspace import (
     Workspace,
     atomic_write_bytes,

@@ -25,35 +25,15 @@ from typing import Any
 import orjson
 
 from evoh.config import Recipe, recipe_dict
+from evoh.distributed import rank, world_size
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.policy.local import training_precision
-from evoh.workspace import Workspace, file_sha256, weights_identity
+from evoh.workspace import TRAINED_WEIGHTS, Workspace, file_sha256, weights_identity
 
 log = logging.getLogger(__name__)
 
 STAGE = "sft"
-WEIGHTS = {False: "adapter", True: "model"}  # keyed by SftConfig.full
-
-
-def trained_weights(workspace: Workspace, stage: str) -> tuple[Path, Path | None]:
-    """(model directory, adapter directory or None) that a finished training stage left, for eval, grpo and export."""
-    manifest = workspace.require(stage)
-    if manifest.get("method") == "full":
-        return workspace.path(stage) / WEIGHTS[True], None
-    return Path(manifest["base_model"]["path"]), workspace.path(stage) / WEIGHTS[False]
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
-def is_main_process() -> bool:
-    return _rank() == 0
-
-
-def _world() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def check_4bit(load_in_4bit: bool) -> None:
@@ -207,10 +187,10 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     data = load_dataset("json", data_files=files)
     cuda = torch.cuda.is_available()
     bf16 = training_precision(c.precision, cuda, "sft") == "bf16"
-    world = _world()
+    world = world_size()
     accumulation = max(1, c.batch_size // (c.per_device_batch * world))
 
-    lock = workspace.writing(STAGE) if _rank() == 0 else contextlib.nullcontext(workspace.path(STAGE))
+    lock = workspace.writing(STAGE) if rank() == 0 else contextlib.nullcontext(workspace.path(STAGE))
     started = time.time()
     checkpoints = workspace.path(STAGE) / "checkpoints"
     if checkpoints.exists() and any(checkpoints.glob("checkpoint-*")) and not resume:
@@ -264,7 +244,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             disable_tqdm=not os.isatty(2),
         )
         metrics_file = directory / "metrics.jsonl"
-        if _rank() == 0:
+        if rank() == 0:
             keep_metrics_until(metrics_file, int(checkpoint.name.rpartition("-")[2]) if checkpoint else 0)
 
         class MetricsToJsonl(TrainerCallback):
@@ -314,8 +294,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
                 held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
                 final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
-        weights = directory / WEIGHTS[c.full]
-        stale = directory / WEIGHTS[not c.full]
+        weights = directory / TRAINED_WEIGHTS[c.full]
+        stale = directory / TRAINED_WEIGHTS[not c.full]
         trainer.save_model(str(weights))  # with the tokenizer; every rank calls it: ZeRO-3 gathers the weights first
         if trainer.is_world_process_zero():
             if stale.exists():

@@ -15,8 +15,8 @@ import orjson
 
 from evoh.errors import EvohError
 from evoh.harness.turns import META_VERBS
-from evoh.stages.figures import eval_recipe
-from evoh.stages.summary import latest
+from evoh.inspection.figures import eval_recipe
+from evoh.runs.summary import latest
 from evoh.workspace import read_jsonl
 
 COLUMNS = ("pick", "look", "clean", "heat", "cool", "pick2")
@@ -194,7 +194,7 @@ def chart_figure(table: list[dict[str, Any]]):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoh.stages.figures import VERB_COLORS, legend_outside, run_colors, wilson
+    from evoh.inspection.figures import VERB_COLORS, legend_outside, run_colors, wilson
 
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(13, 5.6 + 0.18 * len(table)), gridspec_kw={"width_ratios": [3, 2]}, layout="constrained"

@@ -34,7 +34,7 @@ def load_curves(workspace: Workspace) -> tuple[list[dict[str, Any]], list[dict[s
 
 def _success_band(axis, xs: list[int], rows: list[dict[str, Any]], color: str, marker: str, label: str) -> None:
     """Success in % with its 95% Wilson interval as a band; ``n`` (finished episodes per update) in the label."""
-    from evoh.stages.figures import wilson, wins
+    from evoh.inspection.figures import wilson, wins
 
     counted = [wins(r["success"], r.get("episodes", 0), r.get("errors", 0)) for r in rows]
     ns = sorted({n for _, n in counted})
@@ -54,7 +54,7 @@ def _success_band(axis, xs: list[int], rows: list[dict[str, Any]], color: str, m
 
 def title(workspace: Workspace) -> str:
     """Every figure's title: the run (its workspace's name) and its recipe."""
-    from evoh.stages.figures import grpo_recipe
+    from evoh.inspection.figures import grpo_recipe
 
     return f"run {workspace.root.resolve().name}: {grpo_recipe(workspace.root)}"
 
@@ -66,7 +66,7 @@ def annealing_figure(metrics: list[dict[str, Any]], validation: list[dict[str, A
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoh.stages.figures import SERIES_COLORS, VERB_COLORS, VERB_MARKERS, integer_updates, legend_outside
+    from evoh.inspection.figures import SERIES_COLORS, VERB_COLORS, VERB_MARKERS, integer_updates, legend_outside
 
     updates = [m["update"] for m in metrics]  # x = updates done before the rollouts were played
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2), layout="constrained")
@@ -128,7 +128,7 @@ def success_figure(metrics: list[dict[str, Any]], validation: list[dict[str, Any
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoh.stages.figures import SERIES_COLORS, integer_updates, legend_outside
+    from evoh.inspection.figures import SERIES_COLORS, integer_updates, legend_outside
 
     updates = [m["update"] for m in metrics]
     drift = [v for v in validation if v.get("drift")]

@@ -32,7 +32,7 @@ from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.policy.base import Policy
 from evoh.rollout import rollout
-from evoh.stages.summary import latest, summarize
+from evoh.runs.summary import latest, summarize
 from evoh.workspace import (
     RECIPE_FILE,
     JsonlLog,
