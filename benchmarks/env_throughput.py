@@ -104,7 +104,7 @@ def prompt_chars(kind: str, games: int) -> float:
     from evoh.harness.experience import Bank
     from evoh.policy.factory import build_policy
     from evoh.rollout import rollout
-    from evoh.stages.episodes import episode_settings
+    from evoh.runs.episodes import episode_settings
 
     recipe = load_recipe(None, [f"env.kind={kind}", "harness.system_prompt=brief"])
     tasks = load_games(recipe.env, "valid_seen", games, spread=True)
