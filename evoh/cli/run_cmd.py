@@ -22,7 +22,8 @@ def run(
     """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
     from evoh.cli.grpo import RolloutErrors, update_display
     from evoh.cli.progress import episode_bar
-    from evoh.stages import pipeline, report
+    from evoh.inspection import report
+    from evoh.stages import pipeline
     from evoh.workspace import Workspace
 
     resolved = resolve(recipe, sets)
