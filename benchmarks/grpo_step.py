@@ -50,12 +50,24 @@ def main() -> None:
 def measure(args: argparse.Namespace, precision: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="evoh-grpo-bench-"))
     info = build(root / "model", size=args.size)
-    recipe = load_recipe(None, [
-        "grpo.start=none", f"grpo.model={root / 'model'}", f"grpo.updates={args.updates}", f"grpo.tasks_per_update={args.tasks}",
-        f"grpo.group_size={args.group}", f"grpo.max_steps={args.max_steps}", f"grpo.max_tokens={args.max_tokens}",
-        "grpo.lr=1e-4", "grpo.val_every=0", f"grpo.save_every={args.updates}", f"env.workers={args.workers}",
-        f"grpo.precision={precision}", f"grpo.minibatches={args.minibatches}",
-    ])
+    recipe = load_recipe(
+        None,
+        [
+            "grpo.start=none",
+            f"grpo.model={root / 'model'}",
+            f"grpo.updates={args.updates}",
+            f"grpo.tasks_per_update={args.tasks}",
+            f"grpo.group_size={args.group}",
+            f"grpo.max_steps={args.max_steps}",
+            f"grpo.max_tokens={args.max_tokens}",
+            "grpo.lr=1e-4",
+            "grpo.val_every=0",
+            f"grpo.save_every={args.updates}",
+            f"env.workers={args.workers}",
+            f"grpo.precision={precision}",
+            f"grpo.minibatches={args.minibatches}",
+        ],
+    )
     grpo.run(recipe, Workspace(root / "ws"))
     metrics = [json.loads(line) for line in (root / "ws" / "grpo" / "metrics.jsonl").read_text().splitlines()]
     rollout = fmean(m["rollout_seconds"] for m in metrics)
@@ -70,7 +82,9 @@ def measure(args: argparse.Namespace, precision: str) -> None:
         f"  {args.updates} updates of {args.tasks} games x {args.group} rollouts, up to {args.max_steps} turns and {args.max_tokens} tokens per turn, "
         f"{args.minibatches} optimizer step(s) per update"
     )
-    print(f"  per update: {rollout + update:.1f} s = rollout {rollout:.1f} s + optimisation {update:.1f} s ({fmean(m['samples'] for m in metrics):.0f} turns trained)")
+    print(
+        f"  per update: {rollout + update:.1f} s = rollout {rollout:.1f} s + optimisation {update:.1f} s ({fmean(m['samples'] for m in metrics):.0f} turns trained)"
+    )
     print(
         f"  rollout {generated / rollout:.0f} generated tokens/s; optimisation {forwarded / update:.0f} trained tokens/s "
         f"({forwarded:,.0f} prompt+response tokens per update: policy forward and backward, reference forward)"

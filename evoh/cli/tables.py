@@ -20,7 +20,9 @@ def who_played(policy: dict[str, Any]) -> str:
     if sampling.get("guided"):
         decoding += ", guided"
     if kind == "local":
-        weights = "/".join(Path(policy["model"]).parts[-2:]) + (" + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else "")
+        weights = "/".join(Path(policy["model"]).parts[-2:]) + (
+            " + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else ""
+        )
         dtype = f", {policy['dtype']}" if "dtype" in policy else ""  # records older than the field do not say
         return f"local {weights}{dtype}, {decoding}"
     return f"{kind} {policy.get('model', '')}, {decoding}"
@@ -86,7 +88,16 @@ def report_table(result: dict[str, Any]):
     for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won", "idle/ep", "vs first"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
-        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2), cell(row["meta_idle"], 2), versus_cell(row, detail=False))
+        table.add_row(
+            row["run"],
+            row["split"],
+            *success_cells(row),
+            f"{row['env_steps']:.1f}",
+            f"{row['meta']:.2f}",
+            cell(row["meta_won"], 2),
+            cell(row["meta_idle"], 2),
+            versus_cell(row, detail=False),
+        )
     table.caption = "vs first: games won and lost against the first run on the same split (exact McNemar p)\n"
     table.caption += f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"
