@@ -170,7 +170,8 @@ def main() -> None:
     if len(results) == 2:
         a, m = results["alfworld"], results["minihouse"]
         print(
-            f"minihouse / alfworld, one process: steps/s x{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
+            "minihouse / alfworld, one process: steps/s x"
+            f"{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
             f"resets/s x{m['modes']['one process']['resets_per_s'] / a['modes']['one process']['resets_per_s']:.0f}, "
             f"prompt length x{m['prompt_chars'] / a['prompt_chars']:.2f}"
         )

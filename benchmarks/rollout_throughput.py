@@ -1,6 +1,7 @@
 """Batched lock-step generation against one episode at a time, and the size of each turn's prompt.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--max-tokens 32 128 256] [--dtype auto float32]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--max-tokens 32 128 256]
+        [--dtype auto float32]
 
 1. A small local model (built here with `evoh model init --size small` unless --model is given) plays the
    same episodes twice through the shared rollout: all in lock-step with one batched generate() per step,
@@ -188,12 +189,14 @@ def in_flight_scaling(model: str, counts: list[int], max_steps: int, recipe_path
     config = rollout_sampling(recipe, model)
     tasks = load_tasks("train", limit=max(counts), spread=True)
     print(
-        f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, temperature {config.temperature}, up to {config.max_tokens} tokens"
+        f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, "
+        f"temperature {config.temperature}, up to {config.max_tokens} tokens"
     )
     for count in counts:
         result = play(LocalPolicy(replace(config, batch_size=count)), tasks[:count], max_steps, count, settings)
         print(
-            f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s = {result['turns_per_s']:5.2f} turns/s "
+            f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s "
+            f"= {result['turns_per_s']:5.2f} turns/s "
             f"({result['generation_seconds']:.1f} s generating, {result['tokens_per_s']:.0f} tokens/s)"
         )
 

@@ -1,6 +1,7 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--group-by-length] [--keep-freed-memory]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30]
+        [--lora-dropout 0.05] [--full] [--precision auto fp32] [--group-by-length] [--keep-freed-memory]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
@@ -94,7 +95,8 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     print(f"  {result['global_step']} steps of {args.batch} examples {batches}, {method}, {resolved} (asked: {precision})")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
     print(
-        f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step"
+        f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), "
+        f"{final['train_runtime'] / result['global_step']:.2f} s/step"
     )
     trimmed = "kept" if args.keep_freed_memory else "trimmed at each log"
     print(f"  peak memory (max RSS) {peak_mb:.0f} MB, {resident_mb:.0f} MB resident at the end (freed heap {trimmed})")

@@ -154,7 +154,8 @@ class PlayConfig:
     # with limit: the N games evenly spaced over the split's id order, so every task type is played (ids are
     # sorted by type); false: the first N, all of one type when N is small
     spread: bool = True
-    # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those games of the split, in id order; "": all
+    # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those
+    # games of the split, in id order; "": all
     games: str = ""
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank
@@ -478,7 +479,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def load_recipe(path: Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a recipe (a file, or a shipped recipe's name; or start from the defaults), apply ``--set`` overrides, and check every key and type."""
+    """Read a recipe (a file, or a shipped recipe's name; or start from the defaults), apply ``--set`` overrides,
+    and check every key and type."""
     table: dict[str, Any] = {}
     if path is not None:
         path = find_recipe(path)

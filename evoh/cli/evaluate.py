@@ -98,7 +98,8 @@ def evaluate(
         stdout_console().print(
             summary_table(
                 summary,
-                f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, {who_played(summary['policy'])}",
+                f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, "
+                f"{who_played(summary['policy'])}",
             )
         )
     failure = errored_run(summary, f"eval {summary['name']}")

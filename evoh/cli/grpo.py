@@ -114,7 +114,10 @@ class RolloutErrors:
         also = f"; {self.validation} validation episodes did too" if self.validation else ""
         return EvohError(
             f"grpo: {self.errors} of {self.rollouts} rollouts ended in errors and were left out of training{also}",
-            hint=f"the adapter is saved; {workspace}/grpo/rollouts.jsonl holds each error; if they recur, check the engine (env.step_timeout, env.workers) or the model",
+            hint=(
+                f"the adapter is saved; {workspace}/grpo/rollouts.jsonl holds each error; "
+                "if they recur, check the engine (env.step_timeout, env.workers) or the model"
+            ),
             exit_code=RUN_FAILED,
         )
 

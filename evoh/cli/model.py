@@ -47,5 +47,6 @@ def import_(
         print_json(info)
     else:
         typer.echo(
-            f"{info['architecture']}, {info['parameters']:,} parameters, vocabulary {info['vocab']}, chat template: {info['chat_template']}: {info['path']}"
+            f"{info['architecture']}, {info['parameters']:,} parameters, vocabulary {info['vocab']}, "
+            f"chat template: {info['chat_template']}: {info['path']}"
         )

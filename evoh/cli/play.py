@@ -19,7 +19,10 @@ def play(
     game: Annotated[
         str,
         typer.Argument(
-            help="A task id (valid_seen/<game>/<trial>; MiniHouse: valid_seen/heat-00003), SPLIT:INDEX, or an ALFWorld trial folder."
+            help=(
+                "A task id (valid_seen/<game>/<trial>; MiniHouse: valid_seen/heat-00003), SPLIT:INDEX, "
+                "or an ALFWorld trial folder."
+            )
         ),
     ],
     data: DataOption = None,

@@ -66,7 +66,8 @@ def sft(
         eval_loss = f", validation loss {result['eval_loss']:.4f}" if "eval_loss" in result else ""
         weights = TRAINED_WEIGHTS[resolved.sft.full]
         typer.echo(
-            f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; {weights} in {workspace}/sft/{weights}"
+            f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; "
+            f"{weights} in {workspace}/sft/{weights}"
         )
         if "val_actions" in result:
             stdout_console().print(action_table(result["val_actions"]))

@@ -46,11 +46,15 @@ def summary_table(summary: dict[str, Any], title: str):
     usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
     table.caption = (
         f"{played_of_requested(summary)}\n"
-        f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
-        f"({usage}){won_meta(summary)}{idle_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
+        f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, "
+        f"meta-actions {summary['meta_actions']:.2f} per episode ({usage}){won_meta(summary)}{idle_meta(summary)}; "
+        f"invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
     if "label_agreement" in summary:
-        table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
+        table.caption += (
+            f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% "
+            f"of {summary['labelled_turns']} turns"
+        )
     table.caption_justify = "left"
     return table
 

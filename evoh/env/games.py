@@ -248,8 +248,12 @@ def select_games(
         unknown = [i for i in dict.fromkeys(ids) if i not in known]
         if unknown:
             raise EvohError(
-                f"{len(unknown)} of the listed games are not playable {split} games{' of the chosen types' if wanted else ''} (first: {unknown[0]})",
-                hint=f"list task ids of the {split} split as episodes.jsonl writes them, or pass the split they belong to (--split)",
+                f"{len(unknown)} of the listed games are not playable {split} games{' of the chosen types' if wanted else ''} "
+                f"(first: {unknown[0]})",
+                hint=(
+                    f"list task ids of the {split} split as episodes.jsonl writes them, "
+                    "or pass the split they belong to (--split)"
+                ),
             )
         listed = set(ids)
         chosen = [g for g in chosen if g.id in listed]

@@ -118,11 +118,17 @@ class HouseSize:
     def problem(self) -> str | None:
         """Why no game of this size can be laid out, or None."""
         if not 4 <= self.receptacles <= 40:
-            return f"receptacles = {self.receptacles} must be from 4 to 40 (the task needs an object's place, a target, an appliance and a lamp's table)"
+            return (
+                f"receptacles = {self.receptacles} must be from 4 to 40 "
+                "(the task needs an object's place, a target, an appliance and a lamp's table)"
+            )
         if not 0 <= self.objects <= 60:
             return f"objects = {self.objects} must be from 0 to 60"
         if not 0 <= self.distractors <= self.objects:
-            return f"distractors = {self.distractors} must be from 0 to objects ({self.objects}): distractors are some of the objects"
+            return (
+                f"distractors = {self.distractors} must be from 0 to objects ({self.objects}): "
+                "distractors are some of the objects"
+            )
         return None
 
     def spec(self) -> str:

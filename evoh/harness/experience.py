@@ -35,7 +35,8 @@ TASK_WORDS = {
     "pick": ("pick", "place", "put"),
 }
 _WHERE = re.compile(
-    r"^(?:where (?:to find|can i find|is|are|to look for|to search for)|find|search for|locate|search) (?:the |a |an |some )?([a-z]+?)(?:s)?(?: \d+)?\??$"
+    r"^(?:where (?:to find|can i find|is|are|to look for|to search for)|find|search for|locate|search) "
+    r"(?:the |a |an |some )?([a-z]+?)(?:s)?(?: \d+)?\??$"
 )
 _HOW = re.compile(r"^how (?:to|do i|should i) ")
 _MISTAKES = re.compile(r"\b(?:mistakes?|avoid|errors?|pitfalls?)\b")
@@ -267,7 +268,8 @@ def _mistakes(record: dict[str, Any]) -> list[str]:
         return lessons
     if not record.get("found_at", {}).get(obj):
         lessons.append(
-            f"ran out of steps before finding any {obj}: search receptacles where {obj} is usually found first, and open closed ones"
+            f"ran out of steps before finding any {obj}: "
+            f"search receptacles where {obj} is usually found first, and open closed ones"
         )
     elif goal.get("state") and not record.get("state_done"):
         lessons.append(

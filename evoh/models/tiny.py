@@ -72,9 +72,15 @@ def corpus(env: EnvConfig, games: int = 300, seed: int = 0) -> Iterator[str]:
                     f"You open the {place}. The {place} is open. In it, you see a {thing}.",
                     f"You pick up the {thing} from the {place}.",
                     f"You put the {thing} in/on the {place}.",
-                    f"<think>I have not found a {thing.split()[0]} yet; the {place} is a likely place.</think><action>go to {place}</action>",
+                    (
+                        f"<think>I have not found a {thing.split()[0]} yet; the {place} is a likely place.</think>"
+                        f"<action>go to {place}</action>"
+                    ),
                     f"<think>There is a {thing} here; I will pick it up.</think><action>take {thing} from {place}</action>",
-                    f"<action>recall [where to find {thing.split()[0]}]</action> <action>commit [find {thing.split()[0]}]</action>",
+                    (
+                        f"<action>recall [where to find {thing.split()[0]}]</action> "
+                        f"<action>commit [find {thing.split()[0]}]</action>"
+                    ),
                     f"Admissible commands: go to {place}, take {thing} from {place}, examine {place}, inventory, look",
                     f"Previous actions: 1. go to {place} [ok]; 2. open {place} [ok]; 3. track [{thing}] [done]",
                 ]

@@ -3,8 +3,9 @@
 All active episodes' prompts go through one ``generate`` call per batch (left padding, KV cache), and
 generation stops at the end of the action tag. The tokens every prompt of a batch starts with (the
 system prompt, and a game's objective within a GRPO group) are encoded once and their keys and values
-shared by the whole batch, so a batch pays for the common prefix once instead of once per episode. The model's text is never trusted: whatever it writes
-goes to the turn parser, and garbage becomes an invalid turn, not a crash.
+shared by the whole batch, so a batch pays for the common prefix once instead of once per episode. The
+model's text is never trusted: whatever it writes goes to the turn parser, and garbage becomes an invalid
+turn, not a crash.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ def _grpo_lines(manifest: dict[str, Any]) -> list[str]:
     types = f" ({', '.join(c['task_types'])})" if c.get("task_types") else ""
     bank, updates = manifest.get("start_bank"), manifest.get("updates")
     lines = [
-        f"- Stage two, cost-aware multi-turn GRPO: {updates} update{'' if updates == 1 else 's'} of {c.get('tasks_per_update')} games "
+        f"- Stage two, cost-aware multi-turn GRPO: {updates} update{'' if updates == 1 else 's'} "
+        f"of {c.get('tasks_per_update')} games "
         f"× {c.get('group_size')} rollouts from ALFWorld `{c.get('split')}`{types}, horizon {c.get('max_steps')} "
         f"with every harness call charged, temperature {c.get('temperature')}",
         f"  - {_lora(c)}; lr {c.get('lr')}, KL {c.get('kl')}, clip {c.get('clip_low')}/{c.get('clip_high')}",
