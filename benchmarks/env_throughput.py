@@ -110,7 +110,14 @@ def prompt_chars(kind: str, games: int) -> float:
     tasks = load_games(recipe.env, "valid_seen", games, spread=True)
     records = []
     with open_pool(recipe.env, recipe.env.max_steps) as envs:
-        rollout([(t.id, t) for t in tasks], build_policy("expert", recipe), envs, episode_settings(recipe), Bank(), lambda e, _: records.append(e.record()))
+        rollout(
+            [(t.id, t) for t in tasks],
+            build_policy("expert", recipe),
+            envs,
+            episode_settings(recipe),
+            Bank(),
+            lambda e, _: records.append(e.record()),
+        )
     return fmean(len(r["system"]) + len(turn["user"]) for r in records for turn in r["trace"])
 
 
@@ -151,16 +158,23 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     for kind, result in results.items():
-        print(f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each; "
-              f"expert turn prompts {result['prompt_chars']:.0f} characters on average")
+        print(
+            f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each; "
+            f"expert turn prompts {result['prompt_chars']:.0f} characters on average"
+        )
         print(f"{'mode':<26}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
         for name, row in result["modes"].items():
-            print(f"{name:<26}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}")
+            print(
+                f"{name:<26}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}"
+            )
     if len(results) == 2:
         a, m = results["alfworld"], results["minihouse"]
-        print(f"minihouse / alfworld, one process: steps/s x{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
-              f"resets/s x{m['modes']['one process']['resets_per_s'] / a['modes']['one process']['resets_per_s']:.0f}, "
-              f"prompt length x{m['prompt_chars'] / a['prompt_chars']:.2f}")
+        print(
+            "minihouse / alfworld, one process: steps/s x"
+            f"{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
+            f"resets/s x{m['modes']['one process']['resets_per_s'] / a['modes']['one process']['resets_per_s']:.0f}, "
+            f"prompt length x{m['prompt_chars'] / a['prompt_chars']:.2f}"
+        )
 
 
 if __name__ == "__main__":

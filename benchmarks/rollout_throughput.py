@@ -1,6 +1,7 @@
 """Batched lock-step generation against one episode at a time, and the size of each turn's prompt.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--max-tokens 32 128 256] [--dtype auto float32]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/rollout_throughput.py [--model DIR] [--max-tokens 32 128 256]
+        [--dtype auto float32]
 
 1. A small local model (built here with `evoh model init --size small` unless --model is given) plays the
    same episodes twice through the shared rollout: all in lock-step with one batched generate() per step,
@@ -76,8 +77,11 @@ def play(policy: LocalPolicy, tasks, max_steps: int, active: int, settings: Epis
         rollout([(t.id, t) for t in tasks], timed, pool, settings, Bank(), finish, max_active=active)
         elapsed = time.perf_counter() - started
     return {
-        "seconds": elapsed, "turns_per_s": turns / elapsed, "turns": turns,
-        "tokens_per_s": tokens / timed.seconds, "generation_seconds": timed.seconds,
+        "seconds": elapsed,
+        "turns_per_s": turns / elapsed,
+        "turns": turns,
+        "tokens_per_s": tokens / timed.seconds,
+        "generation_seconds": timed.seconds,
     }
 
 
@@ -100,16 +104,32 @@ class RandomWalker:
 def prompt_growth(tokenizer, task, checkpoints=(1, 10, 30, 50)) -> list[tuple[int, int, int]]:
     records = []
     with EnvPool(1, max_steps=50) as pool:
-        rollout([(task.id, task)], RandomWalker(), pool, EpisodeSettings(max_steps=50), Bank(), lambda e, u: records.append(e.record()))
+        rollout(
+            [(task.id, task)],
+            RandomWalker(),
+            pool,
+            EpisodeSettings(max_steps=50),
+            Bank(),
+            lambda e, u: records.append(e.record()),
+        )
     record = records[0]
     rows = []
     transcript = [{"role": "system", "content": record["system"]}, {"role": "user", "content": record["objective"]}]
     for number, turn in enumerate(record["trace"], start=1):
         if number in checkpoints:
-            per_turn = len(tokenizer.apply_chat_template(
-                [{"role": "system", "content": record["system"]}, {"role": "user", "content": turn["user"]}],
-                tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"])
-            react = len(tokenizer.apply_chat_template(transcript, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"])
+            per_turn = len(
+                tokenizer.apply_chat_template(
+                    [{"role": "system", "content": record["system"]}, {"role": "user", "content": turn["user"]}],
+                    tokenize=True,
+                    add_generation_prompt=True,
+                    return_dict=True,
+                )["input_ids"]
+            )
+            react = len(
+                tokenizer.apply_chat_template(transcript, tokenize=True, add_generation_prompt=True, return_dict=True)[
+                    "input_ids"
+                ]
+            )
             rows.append((number, per_turn, react))
         transcript += [{"role": "assistant", "content": turn["response"]}, {"role": "user", "content": turn["result"]}]
     return rows
@@ -121,10 +141,15 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=6, help="turns per episode in the throughput runs")
     parser.add_argument(
-        "--max-tokens", type=int, nargs="+", default=[32, 128, ModelConfig.max_tokens],
+        "--max-tokens",
+        type=int,
+        nargs="+",
+        default=[32, 128, ModelConfig.max_tokens],
         help=f"response lengths to measure (evoh's default cap, model.max_tokens, is {ModelConfig.max_tokens})",
     )
-    parser.add_argument("--dtype", nargs="+", default=["auto"], choices=["auto", "float32", "bfloat16"], help="weights' dtypes to measure")
+    parser.add_argument(
+        "--dtype", nargs="+", default=["auto"], choices=["auto", "float32", "bfloat16"], help="weights' dtypes to measure"
+    )
     parser.add_argument("--in-flight", type=int, nargs="+", help="only measure turns/s with this many train episodes in flight")
     parser.add_argument("--recipe", default="recipes/tiny-cpu.toml", help="model and harness settings for --in-flight")
     args = parser.parse_args()
@@ -163,11 +188,15 @@ def in_flight_scaling(model: str, counts: list[int], max_steps: int, recipe_path
     settings = replace(rollout_settings(recipe), max_steps=max_steps)
     config = rollout_sampling(recipe, model)
     tasks = load_tasks("train", limit=max(counts), spread=True)
-    print(f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, temperature {config.temperature}, up to {config.max_tokens} tokens")
+    print(
+        f"{config.model}: up to {max_steps} turns an episode, guided={config.guided}, "
+        f"temperature {config.temperature}, up to {config.max_tokens} tokens"
+    )
     for count in counts:
         result = play(LocalPolicy(replace(config, batch_size=count)), tasks[:count], max_steps, count, settings)
         print(
-            f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s = {result['turns_per_s']:5.2f} turns/s "
+            f"  {count:3d} in flight: {result['turns']:5d} turns in {result['seconds']:6.1f} s "
+            f"= {result['turns_per_s']:5.2f} turns/s "
             f"({result['generation_seconds']:.1f} s generating, {result['tokens_per_s']:.0f} tokens/s)"
         )
 

@@ -1,6 +1,7 @@
 """`evoh sft` speed and memory on this machine: wall time, training tokens/s and peak memory.
 
-    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30] [--lora-dropout 0.05] [--full] [--precision auto fp32] [--group-by-length] [--keep-freed-memory]
+    ALFWORLD_DATA=../shared/alfworld python benchmarks/sft_throughput.py [--size small] [--games 8] [--steps 30]
+        [--lora-dropout 0.05] [--full] [--precision auto fp32] [--group-by-length] [--keep-freed-memory]
 
 Builds a base model (`evoh model init`), collects expert episodes on a few train games, refines them,
 and runs `evoh sft` for a fixed number of steps through the library; then reads the trainer's own token
@@ -52,14 +53,29 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="evoh-sft-bench-"))
     info = build(root / "model", size=args.size)
     ws = Workspace(root / "ws")
-    recipe = load_recipe(None, [
-        "collect.split=train", f"collect.limit={args.games}", "refine.val_fraction=0",
-        f"sft.model={root / 'model'}", f"sft.max_steps={args.steps}", f"sft.batch_size={args.batch}",
-        f"sft.per_device_batch={args.batch}", f"sft.lora_r={args.lora_r}", f"sft.lora_alpha={2 * args.lora_r}",
-        f"sft.lora_dropout={args.lora_dropout}", f"sft.full={str(args.full).lower()}",
-        "sft.train_embeddings=true", "sft.lr=3e-3", "sft.max_length=2048", "sft.save_steps=1000000", "sft.logging_steps=1",
-        f"sft.precision={precision}", f"sft.group_by_length={str(args.group_by_length).lower()}",
-    ])
+    recipe = load_recipe(
+        None,
+        [
+            "collect.split=train",
+            f"collect.limit={args.games}",
+            "refine.val_fraction=0",
+            f"sft.model={root / 'model'}",
+            f"sft.max_steps={args.steps}",
+            f"sft.batch_size={args.batch}",
+            f"sft.per_device_batch={args.batch}",
+            f"sft.lora_r={args.lora_r}",
+            f"sft.lora_alpha={2 * args.lora_r}",
+            f"sft.lora_dropout={args.lora_dropout}",
+            f"sft.full={str(args.full).lower()}",
+            "sft.train_embeddings=true",
+            "sft.lr=3e-3",
+            "sft.max_length=2048",
+            "sft.save_steps=1000000",
+            "sft.logging_steps=1",
+            f"sft.precision={precision}",
+            f"sft.group_by_length={str(args.group_by_length).lower()}",
+        ],
+    )
     collect.run(recipe, ws)
     report = refine.run(recipe, ws)
     if args.keep_freed_memory:
@@ -78,7 +94,10 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     batches = "grouped by length" if args.group_by_length else "uniformly random"
     print(f"  {result['global_step']} steps of {args.batch} examples {batches}, {method}, {resolved} (asked: {precision})")
     print(f"  training time {final['train_runtime']:.1f} s (stage wall time {seconds:.1f} s)")
-    print(f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), {final['train_runtime'] / result['global_step']:.2f} s/step")
+    print(
+        f"  {tokens / final['train_runtime']:.0f} tokens/s ({tokens:,.0f} tokens), "
+        f"{final['train_runtime'] / result['global_step']:.2f} s/step"
+    )
     trimmed = "kept" if args.keep_freed_memory else "trimmed at each log"
     print(f"  peak memory (max RSS) {peak_mb:.0f} MB, {resident_mb:.0f} MB resident at the end (freed heap {trimmed})")
     print(f"  training loss {result['train_loss']:.3f}")

@@ -133,8 +133,14 @@ class ModelConfig:
     guided: bool = False
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "temperature": NON_NEGATIVE, "top_p": TOP_P, "max_tokens": AT_LEAST_1, "concurrency": AT_LEAST_1,
-        "retries": NON_NEGATIVE, "timeout": POSITIVE, "backoff": NON_NEGATIVE, "batch_size": AT_LEAST_1,
+        "temperature": NON_NEGATIVE,
+        "top_p": TOP_P,
+        "max_tokens": AT_LEAST_1,
+        "concurrency": AT_LEAST_1,
+        "retries": NON_NEGATIVE,
+        "timeout": POSITIVE,
+        "backoff": NON_NEGATIVE,
+        "batch_size": AT_LEAST_1,
     }
 
 
@@ -148,7 +154,8 @@ class PlayConfig:
     # with limit: the N games evenly spaced over the split's id order, so every task type is played (ids are
     # sorted by type); false: the first N, all of one type when N is small
     spread: bool = True
-    # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those games of the split, in id order; "": all
+    # a file of task ids, one per line (`task.id` in episodes.jsonl, `task` in grpo's rollouts.jsonl): only those
+    # games of the split, in id order; "": all
     games: str = ""
     seed: int = 0
     batch_size: int = 16  # episodes between two consolidations of the Experience bank
@@ -184,7 +191,11 @@ class RefineConfig:
     val_fraction: float = 0.1  # share of kept episodes held out for validation
     seed: int = 0
 
-    RANGES: ClassVar[dict[str, Range]] = {"max_turns": NON_NEGATIVE, "max_prompt_chars": NON_NEGATIVE, "val_fraction": Range(0, 1, high_open=True)}
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_turns": NON_NEGATIVE,
+        "max_prompt_chars": NON_NEGATIVE,
+        "val_fraction": Range(0, 1, high_open=True),
+    }
 
 
 @dataclass
@@ -222,9 +233,18 @@ class SftConfig:
     seed: int = 0
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "lora_r": AT_LEAST_1, "lora_alpha": AT_LEAST_1, "lora_dropout": Range(0, 1, high_open=True), "epochs": NON_NEGATIVE,
-        "lr": POSITIVE, "warmup_ratio": Range(0, 1), "batch_size": AT_LEAST_1, "per_device_batch": AT_LEAST_1,
-        "max_length": AT_LEAST_1, "save_steps": AT_LEAST_1, "eval_steps": AT_LEAST_1, "logging_steps": AT_LEAST_1,
+        "lora_r": AT_LEAST_1,
+        "lora_alpha": AT_LEAST_1,
+        "lora_dropout": Range(0, 1, high_open=True),
+        "epochs": NON_NEGATIVE,
+        "lr": POSITIVE,
+        "warmup_ratio": Range(0, 1),
+        "batch_size": AT_LEAST_1,
+        "per_device_batch": AT_LEAST_1,
+        "max_length": AT_LEAST_1,
+        "save_steps": AT_LEAST_1,
+        "eval_steps": AT_LEAST_1,
+        "logging_steps": AT_LEAST_1,
         "action_check": NON_NEGATIVE,
     }
 
@@ -251,14 +271,18 @@ class RewardConfig:
 class GrpoConfig:
     """Stage two: cost-aware multi-turn GRPO over whole episodes, every turn charged to the budget."""
 
-    start: Literal["sft", "none"] = "sft"  # sft: continue WS/sft/adapter (a fresh LoRA on WS/sft/model); none: a fresh LoRA on `model`
+    start: Literal["sft", "none"] = (
+        "sft"  # sft: continue WS/sft/adapter (a fresh LoRA on WS/sft/model); none: a fresh LoRA on `model`
+    )
     model: str = ""  # the base model directory; empty: the one the sft stage trained on
     updates: int = 150
     tasks_per_update: int = 16  # T train games per update
     group_size: int = 8  # G rollouts of each game
     split: str = "train"
     limit: int = 0  # draw tasks from the first N games of the split; 0: all
-    task_types: list[str] = field(default_factory=list)  # train on these types only (pick, look, clean, heat, cool, pick2); empty: all
+    task_types: list[str] = field(
+        default_factory=list
+    )  # train on these types only (pick, look, clean, heat, cool, pick2); empty: all
     max_steps: int = 70  # the horizon: every turn, harness calls included, spends one step
     temperature: float = 1.0  # rollout sampling; the policy's log-probs use the same temperature
     top_p: float = 1.0
@@ -321,12 +345,31 @@ class GrpoConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
 
     RANGES: ClassVar[dict[str, Range]] = {
-        "updates": AT_LEAST_1, "tasks_per_update": AT_LEAST_1, "group_size": Range(2), "limit": NON_NEGATIVE,
-        "max_steps": AT_LEAST_1, "temperature": POSITIVE, "top_p": TOP_P, "max_tokens": AT_LEAST_1, "lr": POSITIVE,
-        "warmup_updates": NON_NEGATIVE, "kl": NON_NEGATIVE, "kl_cap": NON_NEGATIVE, "clip_low": Range(0, 1),
-        "clip_high": NON_NEGATIVE, "sft_weight": NON_NEGATIVE, "sft_examples": AT_LEAST_1, "minibatches": AT_LEAST_1,
-        "micro_batch_tokens": AT_LEAST_1, "max_grad_norm": POSITIVE, "lora_r": AT_LEAST_1, "lora_alpha": AT_LEAST_1,
-        "save_every": AT_LEAST_1, "val_every": NON_NEGATIVE, "val_limit": NON_NEGATIVE, "drift_examples": NON_NEGATIVE,
+        "updates": AT_LEAST_1,
+        "tasks_per_update": AT_LEAST_1,
+        "group_size": Range(2),
+        "limit": NON_NEGATIVE,
+        "max_steps": AT_LEAST_1,
+        "temperature": POSITIVE,
+        "top_p": TOP_P,
+        "max_tokens": AT_LEAST_1,
+        "lr": POSITIVE,
+        "warmup_updates": NON_NEGATIVE,
+        "kl": NON_NEGATIVE,
+        "kl_cap": NON_NEGATIVE,
+        "clip_low": Range(0, 1),
+        "clip_high": NON_NEGATIVE,
+        "sft_weight": NON_NEGATIVE,
+        "sft_examples": AT_LEAST_1,
+        "minibatches": AT_LEAST_1,
+        "micro_batch_tokens": AT_LEAST_1,
+        "max_grad_norm": POSITIVE,
+        "lora_r": AT_LEAST_1,
+        "lora_alpha": AT_LEAST_1,
+        "save_every": AT_LEAST_1,
+        "val_every": NON_NEGATIVE,
+        "val_limit": NON_NEGATIVE,
+        "drift_examples": NON_NEGATIVE,
         "vllm_memory": Range(0, 1, low_open=True, high_open=True),
     }
 
@@ -436,7 +479,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def load_recipe(path: Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Recipe:
-    """Read a recipe (a file, or a shipped recipe's name; or start from the defaults), apply ``--set`` overrides, and check every key and type."""
+    """Read a recipe (a file, or a shipped recipe's name; or start from the defaults), apply ``--set`` overrides,
+    and check every key and type."""
     table: dict[str, Any] = {}
     if path is not None:
         path = find_recipe(path)

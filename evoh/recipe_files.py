@@ -41,5 +41,9 @@ def find_recipe(given: Path | str) -> Path:
     if path.parent in (Path("."), Path("recipes")) and name in shipped:
         return shipped[name]
     names = ", ".join(shipped)
-    what = f"recipe file {given} does not exist" if path.suffix or path.parent != Path(".") else f"recipe {given} is not one of evoh's"
+    what = (
+        f"recipe file {given} does not exist"
+        if path.suffix or path.parent != Path(".")
+        else f"recipe {given} is not one of evoh's"
+    )
     raise EvohError(what, hint=f"pass a TOML file's path or one of: {names} (`evoh recipes` says what each is for)")

@@ -37,14 +37,35 @@ def check(kind: str, record: Any, source: str) -> dict[str, Any]:
 
 # what evoh's readers of an episode record (refine, show, collect's resume, summaries, reports) look up
 # without a default, with its JSON type
-_OBJECT, _LIST, _TEXT, _COUNT, _FLAG = (dict, "an object"), (list, "a list"), (str, "text"), (int, "a whole number"), (bool, "true or false")
+_OBJECT, _LIST, _TEXT, _COUNT, _FLAG = (
+    (dict, "an object"),
+    (list, "a list"),
+    (str, "text"),
+    (int, "a whole number"),
+    (bool, "true or false"),
+)
 _EPISODE_FIELDS = {
-    "task": _OBJECT, "objective": _TEXT, "won": _FLAG, "turns": _COUNT, "env_steps": _COUNT, "invalid_actions": _COUNT,
-    "meta_actions": _COUNT, "meta": _OBJECT, "system": _TEXT, "trace": _LIST,
+    "task": _OBJECT,
+    "objective": _TEXT,
+    "won": _FLAG,
+    "turns": _COUNT,
+    "env_steps": _COUNT,
+    "invalid_actions": _COUNT,
+    "meta_actions": _COUNT,
+    "meta": _OBJECT,
+    "system": _TEXT,
+    "trace": _LIST,
 }
 _TASK_FIELDS = {"id": _TEXT, "task_type": _TEXT, "grammar": _TEXT}
 _TURN_FIELDS = {
-    "user": _TEXT, "response": _TEXT, "action": _TEXT, "kind": _TEXT, "valid": _FLAG, "executed": _FLAG, "outcome": _TEXT, "result": _TEXT,
+    "user": _TEXT,
+    "response": _TEXT,
+    "action": _TEXT,
+    "kind": _TEXT,
+    "valid": _FLAG,
+    "executed": _FLAG,
+    "outcome": _TEXT,
+    "result": _TEXT,
 }
 
 
@@ -53,7 +74,9 @@ _MESSAGE_FIELDS = {"role": _TEXT, "content": _TEXT}
 
 def _described(value: Any) -> str:
     """What a JSON value is, in the words the errors use."""
-    return {dict: "an object", list: "a list", str: "text", bool: "true or false", type(None): "null"}.get(type(value), "a number")
+    return {dict: "an object", list: "a list", str: "text", bool: "true or false", type(None): "null"}.get(
+        type(value), "a number"
+    )
 
 
 def _check_fields(record: Any, fields: dict[str, tuple[type, str]], where: str) -> None:

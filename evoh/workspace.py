@@ -133,7 +133,9 @@ def read_jsonl(path: Path, warn_torn: bool = True) -> JsonlContents:
     """
     contents = _parse_jsonl(path)
     if contents.torn and warn_torn:
-        log.warning("%s: left out its torn last line (%d bytes), a write cut short: the record it held is lost", path, len(contents.torn))
+        log.warning(
+            "%s: left out its torn last line (%d bytes), a write cut short: the record it held is lost", path, len(contents.torn)
+        )
     return contents
 
 
@@ -229,7 +231,9 @@ class Workspace:
         try:
             data = orjson.loads(file.read_bytes())
         except orjson.JSONDecodeError as exc:
-            raise EvohError(f"{file}: unreadable stage manifest ({exc})", hint=f"rerun the stage: {self._command(stage)}") from None
+            raise EvohError(
+                f"{file}: unreadable stage manifest ({exc})", hint=f"rerun the stage: {self._command(stage)}"
+            ) from None
         return records.check("stage", data, str(file))
 
     def require(self, stage: str) -> dict[str, Any]:

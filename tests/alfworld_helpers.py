@@ -41,6 +41,7 @@ _GRAMMAR_CHANGES = [
     ('"You put the {o.name} in/on the {r.name}."', '"You move the {o.name} to the {r.name}."'),
     ('template :: "put {o} in/on {r}";', 'template :: "move {o} to {r}";'),
 ]
+# The feedback line ends in a backslash: the grammar still gets it as one line, since a JSON string cannot hold a line break.
 _HELP_GRAMMAR = '''
 action help {
     template :: "help";
@@ -50,7 +51,8 @@ action help {
         {
             "help.feedback": [
                 {
-                    "rhs": "Available commands: look, inventory, go to, open, close, take, move, examine, use, heat, clean, cool, slice."
+                    "rhs": "Available commands: look, inventory, go to, open, close, take, move, \
+examine, use, heat, clean, cool, slice."
                 }
             ]
         }

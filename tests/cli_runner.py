@@ -18,6 +18,11 @@ def evoh(*args: str, **kwargs):
 
 def refined_workspace(ws: Path, data: Path, games: int, val_fraction: str, *collect_args: str) -> Path:
     """``ws`` after expert episodes on the first ``games`` valid_seen games and `evoh refine`: SFT data to train on."""
-    assert evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", str(games), "--data", str(data), *collect_args).exit_code == 0
+    assert (
+        evoh(
+            "collect", "-w", str(ws), "--split", "valid_seen", "--limit", str(games), "--data", str(data), *collect_args
+        ).exit_code
+        == 0
+    )
     assert evoh("refine", "-w", str(ws), "--val-fraction", val_fraction).exit_code == 0
     return ws

@@ -17,7 +17,10 @@ FaultPlan = Callable[[int, dict], str]
 
 class FakeOpenAI:
     def __init__(
-        self, reply: Callable[[dict], str], faults: FaultPlan = lambda n, body: "ok", slow_seconds: float = 3.0,
+        self,
+        reply: Callable[[dict], str],
+        faults: FaultPlan = lambda n, body: "ok",
+        slow_seconds: float = 3.0,
         retry_after: str | None = None,
     ):
         self.reply = reply
@@ -53,12 +56,18 @@ class FakeOpenAI:
                 if fault == "badjson":
                     self._send(200, b'{"id": "x", "choices": [')
                     return
-                choices = [] if fault == "empty" else [
-                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": server.reply(body)}}
-                ]
+                choices = (
+                    []
+                    if fault == "empty"
+                    else [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": server.reply(body)}}]
+                )
                 payload = {
-                    "id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": choices, "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+                    "id": f"chatcmpl-{number}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": choices,
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
                 }
                 self._send(200, json.dumps(payload).encode())
 

@@ -16,8 +16,14 @@ def llama_gguf(tokenizer_dir: Path, out: Path, seed: int = 0) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
         eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
     )
     model = LlamaForCausalLM(config)

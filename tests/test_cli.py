@@ -23,8 +23,6 @@ from tests.subprocesses import interrupt, interruptible
 ROOT = Path(__file__).parents[1]
 
 
-
-
 def test_version_and_help():
     assert evoh("--version").stdout.strip() == f"evoh {__version__}"
     result = evoh("--help")
@@ -79,7 +77,10 @@ def test_ci_without_games_fails_instead_of_skipping(tmp_path: Path):
     env["CI"] = "true"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_env_engine.py")],
-        capture_output=True, text=True, env=env, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     assert result.returncode != 0
     assert "ALFWORLD_DATA is not set" in result.stdout + result.stderr
@@ -188,7 +189,12 @@ def test_ctrl_c_in_play_exits_130_and_stops_the_engine(alfworld_data: Path):
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "evoh", "play", "valid_seen:0"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, preexec_fn=interruptible,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while not [c for c in _children(proc.pid)] and time.monotonic() < deadline:

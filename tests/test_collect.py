@@ -18,14 +18,22 @@ from tests.cli_runner import evoh
 pytestmark = pytest.mark.engine
 
 
-
-
 @pytest.fixture(scope="module")
 def collected(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("ws")
     result = evoh(
-        "collect", "-w", str(ws), "--split", "valid_seen", "--limit", "6", "--data", str(alfworld_data),
-        "--set", "collect.batch_size=3", "--json",
+        "collect",
+        "-w",
+        str(ws),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "6",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "collect.batch_size=3",
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     return ws
@@ -71,7 +79,19 @@ def test_show_prints_an_episode_turn_by_turn(collected: Path):
 
 
 def test_a_rerun_with_other_settings_is_refused(collected: Path, alfworld_data: Path):
-    result = evoh("collect", "-w", str(collected), "--split", "valid_seen", "--limit", "6", "--mode", "always_on", "--data", str(alfworld_data))
+    result = evoh(
+        "collect",
+        "-w",
+        str(collected),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "6",
+        "--mode",
+        "always_on",
+        "--data",
+        str(alfworld_data),
+    )
     assert result.exit_code == 2 and "harness.mode" in result.stderr and "new workspace" in result.stderr
 
 
@@ -87,8 +107,20 @@ def test_refine_input_check_names_collect(tmp_path: Path):
 def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path, tmp_path: Path):
     ws = tmp_path / "ws"
     command = [
-        sys.executable, "-m", "evoh", "collect", "-w", str(ws), "--split", "valid_unseen", "--limit", "8",
-        "--set", "collect.batch_size=4", "--set", "collect.max_active=2",
+        sys.executable,
+        "-m",
+        "evoh",
+        "collect",
+        "-w",
+        str(ws),
+        "--split",
+        "valid_unseen",
+        "--limit",
+        "8",
+        "--set",
+        "collect.batch_size=4",
+        "--set",
+        "collect.max_active=2",
     ]
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data)}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -130,8 +162,14 @@ def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, c
         records = []
         settings = EpisodeSettings(demonstrations=shots if name == "rich" else "")
         with EnvPool(1) as pool:
-            rollout([(t.id, t) for t in tasks], ExpertPolicy(SearchPrior(), style), pool, settings, Bank(),
-                    lambda episode, usage: records.append(episode.record()))
+            rollout(
+                [(t.id, t) for t in tasks],
+                ExpertPolicy(SearchPrior(), style),
+                pool,
+                settings,
+                Bank(),
+                lambda episode, usage: records.append(episode.record()),
+            )
         results[name] = records
     assert all(r["won"] for rs in results.values() for r in rs)
     assert all(r["meta_actions"] == 0 for r in results["lean"])
@@ -154,11 +192,20 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
     from evoh.stages.refine import refine
 
     games = load_tasks("valid_seen", alfworld_data)
-    tasks = [next(t for t in games if t.task_type == kind) for kind in ("pick_and_place_simple", "pick_two_obj_and_place", "look_at_obj_in_light")]
+    tasks = [
+        next(t for t in games if t.task_type == kind)
+        for kind in ("pick_and_place_simple", "pick_two_obj_and_place", "look_at_obj_in_light")
+    ]
     records = []
     with EnvPool(1) as pool:
-        rollout([(t.id, t) for t in tasks], ExpertPolicy(SearchPrior(), ExpertConfig(slip=0.3), seed=3), pool, EpisodeSettings(), Bank(),
-                lambda episode, usage: records.append(episode.record()))
+        rollout(
+            [(t.id, t) for t in tasks],
+            ExpertPolicy(SearchPrior(), ExpertConfig(slip=0.3), seed=3),
+            pool,
+            EpisodeSettings(),
+            Bank(),
+            lambda episode, usage: records.append(episode.record()),
+        )
     assert all(r["won"] for r in records)
     slips = 0
     for record in records:
@@ -177,6 +224,22 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
 
 
 def test_an_expert_rate_outside_0_to_1_is_refused_before_anything_is_written(alfworld_data: Path, tmp_path: Path):
-    result = evoh("collect", "-w", str(tmp_path / "ws"), "--split", "valid_seen", "--limit", "1", "--data", str(alfworld_data), "--set", "expert.slip=1.5")
-    assert result.exit_code == 2 and "expert.slip = 1.5 must be a chance from 0 to 1" in result.stderr and "between 0" in result.stderr
+    result = evoh(
+        "collect",
+        "-w",
+        str(tmp_path / "ws"),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "1",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "expert.slip=1.5",
+    )
+    assert (
+        result.exit_code == 2
+        and "expert.slip = 1.5 must be a chance from 0 to 1" in result.stderr
+        and "between 0" in result.stderr
+    )
     assert not (tmp_path / "ws" / "collect").exists()

@@ -76,7 +76,9 @@ def test_settings_out_of_range_are_refused_whoever_sets_them(override: str, mess
 
 
 def test_values_at_a_closed_bound_are_accepted():
-    recipe = load_recipe(None, ["env.max_steps=1", "model.top_p=1", "model.temperature=0", "refine.val_fraction=0", "grpo.group_size=2"])
+    recipe = load_recipe(
+        None, ["env.max_steps=1", "model.top_p=1", "model.temperature=0", "refine.val_fraction=0", "grpo.group_size=2"]
+    )
     assert (recipe.env.max_steps, recipe.model.top_p, recipe.grpo.group_size) == (1, 1.0, 2)
 
 

@@ -41,7 +41,9 @@ def test_a_game_list_keeps_its_games_in_id_order(alfworld_data: Path, tmp_path: 
     assert ids == [every[40].id, every[3].id, every[40].id]
     assert load_tasks("valid_seen", alfworld_data, ids=ids) == [every[3], every[40]]
     assert load_tasks("valid_seen", alfworld_data, limit=1, ids=ids) == [every[3]]  # the limit is taken of the listed games
-    assert every[3].short_type == "look" and load_tasks("valid_seen", alfworld_data, types=["look"], ids=[every[3].id]) == [every[3]]
+    assert every[3].short_type == "look" and load_tasks("valid_seen", alfworld_data, types=["look"], ids=[every[3].id]) == [
+        every[3]
+    ]
     with pytest.raises(EvohError, match=r"2 of the listed games are not playable valid_unseen games \(first: valid_seen/"):
         load_tasks("valid_unseen", alfworld_data, ids=ids)
     with pytest.raises(EvohError, match="not playable valid_seen games of the chosen types"):
@@ -123,7 +125,9 @@ def test_the_2_1_2_grammar(one_per_type, tmp_path: Path):
     source = Path(one_per_type["pick_and_place_simple"].game_file).parent
     copy = make_2_1_2_copy(source, tmp_path / "json_2.1.1" / "valid_seen")
     task = find_task(str(copy))
-    assert task.grammar == "2.1.2" and grammar_version(json.loads(copy.joinpath("game.tw-pddl").read_text())["grammar"]) == "2.1.2"
+    assert (
+        task.grammar == "2.1.2" and grammar_version(json.loads(copy.joinpath("game.tw-pddl").read_text())["grammar"]) == "2.1.2"
+    )
     games = discover("valid_seen", tmp_path)
     assert [t.grammar for t in games.tasks] == ["2.1.2"]
 

@@ -145,7 +145,14 @@ def test_ctrl_c_stops_the_pool_and_its_workers(alfworld_data: Path, tmp_path: Pa
     script = tmp_path / "loop.py"
     script.write_text(_INTERRUPTED_SCRIPT)
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data), "PYTHONPATH": str(Path(__file__).parents[1])}
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, preexec_fn=interruptible)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        preexec_fn=interruptible,
+    )
     pids = [int(p) for p in proc.stdout.readline().split()]
     assert len(pids) == 2 and all(_alive(p) for p in pids)
     time.sleep(1.0)  # mid-stepping

@@ -18,7 +18,10 @@ TASK = Task("valid_seen/x/trial_1", "valid_seen", "pick_and_place_simple", "/now
 START = Step(
     "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see "
     "a desk 1, a drawer 1, and a shelf 1.\n\nYour task is to: put some pen on shelf.",
-    ("go to desk 1", "go to drawer 1", "go to shelf 1", "inventory", "look"), False, False, 0,
+    ("go to desk 1", "go to drawer 1", "go to shelf 1", "inventory", "look"),
+    False,
+    False,
+    0,
 )
 
 
@@ -44,10 +47,14 @@ def play(ep: Episode, moves: list[tuple[str, str, tuple[str, ...]]], first_step:
 
 def take_the_pen_to_the_shelf(ep: Episode, steps: int) -> None:
     """From the desk, after ``steps`` steps: take pen 1 and put it on the shelf, which wins."""
-    play(ep, [
-        ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to shelf 1",)),
-        ("go to shelf 1", "You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",)),
-    ], steps + 1)
+    play(
+        ep,
+        [
+            ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to shelf 1",)),
+            ("go to shelf 1", "You arrive at loc 4. On the shelf 1, you see nothing.", ("put pen 1 in/on shelf 1",)),
+        ],
+        steps + 1,
+    )
     ep.act("<action>put pen 1 in/on shelf 1</action>")
     ep.observe(Step("You put the pen 1 in/on the shelf 1.", ("look",), True, True, steps + 3))
 
@@ -149,12 +156,19 @@ def test_the_record_holds_what_design_md_lists():
 
 def test_a_skill_learned_from_a_won_episode_leaves_out_its_detours_through_other_objects():
     ep = episode()
-    play(ep, [
-        ("go to desk 1", "You arrive at loc 3. On the desk 1, you see a pen 1, and a pencil 2.",
-         ("take pen 1 from desk 1", "take pencil 2 from desk 1")),
-        ("take pencil 2 from desk 1", "You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",)),
-        ("put pencil 2 in/on desk 1", "You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",)),
-    ], 1)
+    play(
+        ep,
+        [
+            (
+                "go to desk 1",
+                "You arrive at loc 3. On the desk 1, you see a pen 1, and a pencil 2.",
+                ("take pen 1 from desk 1", "take pencil 2 from desk 1"),
+            ),
+            ("take pencil 2 from desk 1", "You pick up the pencil 2 from the desk 1.", ("put pencil 2 in/on desk 1",)),
+            ("put pencil 2 in/on desk 1", "You put the pencil 2 in/on the desk 1.", ("take pen 1 from desk 1",)),
+        ],
+        1,
+    )
     take_the_pen_to_the_shelf(ep, 3)
     record = ep.record()
     assert record["won"] and record["found_at"] == {"pen": ["desk"], "pencil": ["desk"]}
@@ -165,11 +179,19 @@ def test_a_skill_leaves_out_the_objects_own_detours_a_set_down_it_undid_and_a_co
     ep = episode()
     ep.act("<action>go to desk 1</action>")
     ep.observe(arrive(1))
-    play(ep, [
-        ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("cool pen 1 with fridge 1", "put pen 1 in/on desk 1")),
-        ("cool pen 1 with fridge 1", "You cool the pen 1 using the fridge 1.", ("put pen 1 in/on desk 1",)),
-        ("put pen 1 in/on desk 1", "You put the pen 1 in/on the desk 1.", ("take pen 1 from desk 1",)),
-    ], 2)
+    play(
+        ep,
+        [
+            (
+                "take pen 1 from desk 1",
+                "You pick up the pen 1 from the desk 1.",
+                ("cool pen 1 with fridge 1", "put pen 1 in/on desk 1"),
+            ),
+            ("cool pen 1 with fridge 1", "You cool the pen 1 using the fridge 1.", ("put pen 1 in/on desk 1",)),
+            ("put pen 1 in/on desk 1", "You put the pen 1 in/on the desk 1.", ("take pen 1 from desk 1",)),
+        ],
+        2,
+    )
     take_the_pen_to_the_shelf(ep, 4)
     record = ep.record()
     assert record["won"] and record["env_steps"] == 7
@@ -183,8 +205,15 @@ def test_a_walk_back_to_a_place_where_nothing_changed_is_a_revisit_and_a_return_
     play(ep, [desk, drawer, desk, drawer, desk], 1)  # a walk between two places: nothing back to back
     walked = ep.record()
     assert walked["repeats"] == 0 and walked["revisits"] == 3
-    play(ep, [("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to drawer 1",)), drawer,
-              ("go to desk 1", "You arrive at loc 3. On the desk 1, you see nothing.", ("go to drawer 1",))], 6)
+    play(
+        ep,
+        [
+            ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1.", ("go to drawer 1",)),
+            drawer,
+            ("go to desk 1", "You arrive at loc 3. On the desk 1, you see nothing.", ("go to drawer 1",)),
+        ],
+        6,
+    )
     final = ep.record()
     assert final["revisits"] == 4  # the drawer again; the desk looks different without the pen
     counts = {k: final[k] for k in ("repeats", "revisits")}
@@ -202,7 +231,11 @@ def test_an_engine_error_ends_the_episode_with_the_error_recorded():
 
 def record(**overrides):
     base = {
-        "won": True, "turns": 20, "protocol": {"max_steps": 50}, "repeats": 0, "invalid_actions": 0,
+        "won": True,
+        "turns": 20,
+        "protocol": {"max_steps": 50},
+        "repeats": 0,
+        "invalid_actions": 0,
         "meta": {v: {"executed": 0} for v in ("track", "commit", "recall", "note")},
         "idle_meta": {v: 0 for v in ("track", "commit", "recall", "note")},
     }

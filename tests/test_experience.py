@@ -34,11 +34,14 @@ def episode(task: str, won: bool, obj: str = "apple", found: dict | None = None,
 
 
 def test_won_episodes_teach_search_priorities_and_procedures():
-    bank, refused = consolidate(Bank(), [
-        episode("heat", True, found={"apple": ["countertop"], "mug": ["cabinet"]}),
-        episode("heat", True, found={"apple": ["countertop", "fridge"]}),
-        episode("pick", True, found={"apple": ["diningtable"]}),
-    ])
+    bank, refused = consolidate(
+        Bank(),
+        [
+            episode("heat", True, found={"apple": ["countertop"], "mug": ["cabinet"]}),
+            episode("heat", True, found={"apple": ["countertop", "fridge"]}),
+            episode("pick", True, found={"apple": ["diningtable"]}),
+        ],
+    )
     assert refused == [] and bank.updates == 1
     assert bank.search_order("apple") == ["countertop", "diningtable", "fridge"]
     assert bank.get("search-apple").places == {"countertop": 2, "fridge": 1, "diningtable": 1}
@@ -47,10 +50,13 @@ def test_won_episodes_teach_search_priorities_and_procedures():
 
 
 def test_lost_episodes_become_mistakes_and_notes_become_notes():
-    bank, _ = consolidate(Bank(), [
-        episode("cool", False, found={}, invalid=4, notes=["Fridges hold   lettuce"]),
-        episode("cool", False, found={}, repeat=5),
-    ])
+    bank, _ = consolidate(
+        Bank(),
+        [
+            episode("cool", False, found={}, invalid=4, notes=["Fridges hold   lettuce"]),
+            episode("cool", False, found={}, repeat=5),
+        ],
+    )
     mistakes = bank.of("mistakes")
     texts = " | ".join(m.text for m in mistakes)
     assert "ran out of steps before finding any apple" in texts
@@ -62,9 +68,14 @@ def test_lost_episodes_become_mistakes_and_notes_become_notes():
 
 
 def test_recall_modes():
-    bank, _ = consolidate(Bank(), [
-        episode("heat", True), episode("cool", False, found={}), episode("pick", True, obj="mug", found={"mug": ["cabinet"]}),
-    ])
+    bank, _ = consolidate(
+        Bank(),
+        [
+            episode("heat", True),
+            episode("cool", False, found={}),
+            episode("pick", True, obj="mug", found={"mug": ["cabinet"]}),
+        ],
+    )
     where = bank.recall("where to find apple")
     assert [e.id for e in where] == ["search-apple"] and "countertop (1)" in where[0].render()
     assert bank.recall("where is the mugs")[0].key == "mug"
@@ -105,11 +116,16 @@ def test_an_add_into_a_full_category_weighs_the_updates_of_the_same_batch():
 
 def test_protected_entries_and_ids_are_kept():
     bank = Bank([Entry("note-a", "notes", "a", uses=3), Entry("note-b", "notes", "b", uses=2)])
-    bank, refused = apply_edits(bank, [
-        Edit("delete", entry_id="note-a"), Edit("delete", entry_id="note-b"),
-        Edit("add", Entry("note-a", "notes", "again")), Edit("add", Entry("x", "gossip", "?")),
-        Edit("update", Entry("missing", "notes", "?")),
-    ])
+    bank, refused = apply_edits(
+        bank,
+        [
+            Edit("delete", entry_id="note-a"),
+            Edit("delete", entry_id="note-b"),
+            Edit("add", Entry("note-a", "notes", "again")),
+            Edit("add", Entry("x", "gossip", "?")),
+            Edit("update", Entry("missing", "notes", "?")),
+        ],
+    )
     assert [e.id for e in bank.entries] == ["note-a"]
     assert len(refused) == 4 and any("recalled 3 times" in r for r in refused)
     full = Bank([Entry(f"n{i}", "notes", "x", uses=3) for i in range(MAX_PER_CATEGORY)])
@@ -118,7 +134,11 @@ def test_protected_entries_and_ids_are_kept():
 
 
 def test_consolidation_is_deterministic_and_order_free():
-    batch = [episode("heat", True), episode("pick", True, obj="mug", found={"mug": ["cabinet"]}), episode("cool", False, found={})]
+    batch = [
+        episode("heat", True),
+        episode("pick", True, obj="mug", found={"mug": ["cabinet"]}),
+        episode("cool", False, found={}),
+    ]
     one, _ = consolidate(Bank(), batch)
     two, _ = consolidate(Bank(), list(reversed(batch)))
     assert one.to_dict() == two.to_dict() and one.digest() == two.digest()

@@ -143,7 +143,8 @@ def test_grpo_with_errored_rollouts_keeps_its_adapter_and_exits_1(tmp_path: Path
     crash = ("tests.killer", "evoh.env.minihouse_engine:HouseEngine.reset", "2", "raise", "--")
     args = (
         "grpo", "-w", str(ws), "--from", "none", "--model", str(minihouse_model), "--updates", "1", "--tasks-per-update", "1",
-        "--group-size", "2", "--max-steps", "4", "--kind", "minihouse", "--set", "grpo.max_tokens=12", "--set", "grpo.val_every=0",
+        "--group-size", "2", "--max-steps", "4", "--kind", "minihouse",
+        "--set", "grpo.max_tokens=12", "--set", "grpo.val_every=0",
     )  # fmt: skip
     result = child(sys.executable, "-m", *crash, *args)
     assert result.returncode == 1, result.stderr

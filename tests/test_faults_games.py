@@ -68,7 +68,20 @@ def test_a_selection_skips_the_damaged_games_it_reaches_and_replaces_none(damage
 
 def test_eval_names_the_skipped_games_and_states_its_denominator(damaged: Path, tmp_path: Path):
     ids, ws = _ids(damaged), tmp_path / "ws"
-    args = ("eval", "-w", str(ws), "--data", str(damaged), "--limit", "3", "--first", "--workers", "2", "--set", "env.max_steps=30")
+    args = (
+        "eval",
+        "-w",
+        str(ws),
+        "--data",
+        str(damaged),
+        "--limit",
+        "3",
+        "--first",
+        "--workers",
+        "2",
+        "--set",
+        "env.max_steps=30",
+    )
     table = evoh(*args)
     assert table.exit_code == 0, table.stderr
     assert "skipping 1 of the 3 valid_seen games asked for" in table.stderr and ids[1] in table.stderr

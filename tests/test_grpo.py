@@ -17,9 +17,37 @@ pytest.importorskip("trl")
 pytestmark = pytest.mark.engine
 
 METRICS = {
-    "update", "episodes", "errors", "success", "reward_mean", "reward_std", "reward", "lambda_div", "meta_actions",
-    "meta_per_episode", "meta_idle", "revisits", "invalid_rate", "env_steps", "turns", "prompt_tokens", "completion_tokens", "loss", "pg_loss",
-    "kl", "kl_capped", "entropy", "ratio", "clip_fraction", "grad_norm", "lr", "sft_loss", "samples", "groups_trained", "rollout_seconds", "update_seconds",
+    "update",
+    "episodes",
+    "errors",
+    "success",
+    "reward_mean",
+    "reward_std",
+    "reward",
+    "lambda_div",
+    "meta_actions",
+    "meta_per_episode",
+    "meta_idle",
+    "revisits",
+    "invalid_rate",
+    "env_steps",
+    "turns",
+    "prompt_tokens",
+    "completion_tokens",
+    "loss",
+    "pg_loss",
+    "kl",
+    "kl_capped",
+    "entropy",
+    "ratio",
+    "clip_fraction",
+    "grad_norm",
+    "lr",
+    "sft_loss",
+    "samples",
+    "groups_trained",
+    "rollout_seconds",
+    "update_seconds",
 }
 
 
@@ -28,9 +56,26 @@ def trained(alfworld_data: Path, tiny_model: Path, tmp_path_factory: pytest.Temp
     """A workspace whose sft stage finished (a few steps on expert turns), with one game's turns held out."""
     ws = refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0.5", "-k", "1")
     done = evoh(
-        "sft", "-w", str(ws), "--model", str(tiny_model), "--max-steps", "3", "--lora-r", "8", "--lora-alpha", "16",
-        "--train-embeddings", "--lr", "5e-3",
-        "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.max_length=1024",
+        "sft",
+        "-w",
+        str(ws),
+        "--model",
+        str(tiny_model),
+        "--max-steps",
+        "3",
+        "--lora-r",
+        "8",
+        "--lora-alpha",
+        "16",
+        "--train-embeddings",
+        "--lr",
+        "5e-3",
+        "--set",
+        "sft.batch_size=2",
+        "--set",
+        "sft.per_device_batch=2",
+        "--set",
+        "sft.max_length=1024",
     )
     assert done.exit_code == 0, done.stderr
     return ws
@@ -38,10 +83,37 @@ def trained(alfworld_data: Path, tiny_model: Path, tmp_path_factory: pytest.Temp
 
 def _grpo(ws: Path, updates: int, *extra: str):
     return evoh(
-        "grpo", "-w", str(ws), "--updates", str(updates), "--tasks-per-update", "2", "--group-size", "2", "--max-steps", "5",
-        "--lr", "1e-3", "-k", "1", "--set", "grpo.max_tokens=24", "--set", "grpo.val_every=1", "--set", "grpo.val_limit=2",
-        "--set", "grpo.save_every=1", "--set", "grpo.micro_batch_tokens=4096", "--set", "env.max_steps=3",
-        "--set", "model.max_tokens=24", "--json", *extra,
+        "grpo",
+        "-w",
+        str(ws),
+        "--updates",
+        str(updates),
+        "--tasks-per-update",
+        "2",
+        "--group-size",
+        "2",
+        "--max-steps",
+        "5",
+        "--lr",
+        "1e-3",
+        "-k",
+        "1",
+        "--set",
+        "grpo.max_tokens=24",
+        "--set",
+        "grpo.val_every=1",
+        "--set",
+        "grpo.val_limit=2",
+        "--set",
+        "grpo.save_every=1",
+        "--set",
+        "grpo.micro_batch_tokens=4096",
+        "--set",
+        "env.max_steps=3",
+        "--set",
+        "model.max_tokens=24",
+        "--json",
+        *extra,
     )
 
 
@@ -80,7 +152,10 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     assert drift[2]["kl"] > drift[0]["kl"] and drift[0]["tokens"] == drift[2]["tokens"] > 0
     plotted = evoh("plot", str(trained), "--json", "--out", str(tmp_path / "plots"))
     assert plotted.exit_code == 0, plotted.stderr
-    assert json.loads(plotted.stdout)["drift"] == {"first": drift[0], "last": drift[2]} and (tmp_path / "plots" / "success.png").exists()
+    assert (
+        json.loads(plotted.stdout)["drift"] == {"first": drift[0], "last": drift[2]}
+        and (tmp_path / "plots" / "success.png").exists()
+    )
     rollouts = [json.loads(line) for line in (grpo / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 8 and {r["rollout"] for r in rollouts} == {0, 1}
     for u in (0, 1):  # each rollout's reward and its advantage within its group of two, every one trained
@@ -99,7 +174,12 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
         assert {"adapter", "optimizer.pt", "scheduler.pt", "rng_rank0.pt", "bank.json", "state.json"} <= names
     stage = json.loads((grpo / "stage.json").read_text())
     assert stage["start_bank"]["path"] == str(trained / "collect" / "bank.json")
-    assert stage["updates"] == 2 and stage["protocol"]["charge_meta_actions"] and stage["protocol"]["max_steps"] == 5 and stage["precision"] == ("bf16" if native_bf16("cpu") else "fp32")
+    assert (
+        stage["updates"] == 2
+        and stage["protocol"]["charge_meta_actions"]
+        and stage["protocol"]["max_steps"] == 5
+        and stage["precision"] == ("bf16" if native_bf16("cpu") else "fp32")
+    )
 
     # interrupted after update 1: resume from step_000001 redoes update 2 exactly as the first run did it
     copy = tmp_path / "ws"
@@ -161,8 +241,18 @@ def test_above_mean_trains_only_the_rollouts_that_beat_their_group(trained: Path
     copy = tmp_path / "ws"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
     run = _grpo(  # guided: valid turns, which differ in the verbs they use and so in the diversity bonus
-        copy, 1, "--set", "grpo.train_rollouts=above_mean", "--set", "grpo.group_size=3", "--set", "grpo.val_every=0",
-        "--set", "model.guided=true", "--set", "grpo.max_tokens=40",
+        copy,
+        1,
+        "--set",
+        "grpo.train_rollouts=above_mean",
+        "--set",
+        "grpo.group_size=3",
+        "--set",
+        "grpo.val_every=0",
+        "--set",
+        "model.guided=true",
+        "--set",
+        "grpo.max_tokens=40",
     )
     assert run.exit_code == 0, run.stderr
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
@@ -178,21 +268,42 @@ def test_a_greedy_rollout_per_group_plays_as_evaluation_would_and_is_trained(tra
         copy = tmp_path / f"ws{seed}"
         shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
         run = _grpo(
-            copy, 1, "--set", "grpo.greedy_rollout=true", "--set", "grpo.group_size=3", "--set", "grpo.val_every=0",
-            "--set", "grpo.limit=2", "--set", f"grpo.seed={seed}", "--set", "model.guided=true", "--set", "grpo.max_tokens=40",
+            copy,
+            1,
+            "--set",
+            "grpo.greedy_rollout=true",
+            "--set",
+            "grpo.group_size=3",
+            "--set",
+            "grpo.val_every=0",
+            "--set",
+            "grpo.limit=2",
+            "--set",
+            f"grpo.seed={seed}",
+            "--set",
+            "model.guided=true",
+            "--set",
+            "grpo.max_tokens=40",
         )
         assert run.exit_code == 0, run.stderr
         rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
         assert len(rollouts) == 6 and [r["greedy"] for r in rollouts] == [r["rollout"] == 2 for r in rollouts]
         metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
-        assert metrics["greedy"]["episodes"] == 2 and metrics["samples"] == sum(r["turns"] for r in rollouts)  # its turns train too
+        assert metrics["greedy"]["episodes"] == 2 and metrics["samples"] == sum(
+            r["turns"] for r in rollouts
+        )  # its turns train too
         runs[seed] = rollouts
     plotted = evoh("plot", str(copy), "--json")  # the last run's; the greedy rollouts' success is a curve of its own
     assert plotted.exit_code == 0, plotted.stderr
-    assert json.loads(plotted.stdout)["greedy_success"] == {"first": metrics["greedy"]["success"], "last": metrics["greedy"]["success"]}
+    assert json.loads(plotted.stdout)["greedy_success"] == {
+        "first": metrics["greedy"]["success"],
+        "last": metrics["greedy"]["success"],
+    }
 
     def played(rollouts: list[dict], greedy: bool) -> list:
-        return [(r["task"], r["turns"], r["meta"], r["idle_meta"], r["invalid_actions"]) for r in rollouts if r["greedy"] == greedy]
+        return [
+            (r["task"], r["turns"], r["meta"], r["idle_meta"], r["invalid_actions"]) for r in rollouts if r["greedy"] == greedy
+        ]
 
     assert played(runs[0], True) == played(runs[1], True)  # greedy: the sampling seed changes nothing
     assert played(runs[0], False) != played(runs[1], False)
@@ -205,7 +316,10 @@ def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Pa
     assert run.exit_code == 0, run.stderr
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
     assert len(rollouts) == 4
-    assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look_at_obj_in_light", "pick_heat_then_place_in_recep"}  # unfiltered: two pick2 games
+    assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {
+        "look_at_obj_in_light",
+        "pick_heat_then_place_in_recep",
+    }  # unfiltered: two pick2 games
 
 
 @pytest.mark.parametrize("continue_adapter", [True, False])
@@ -249,7 +363,11 @@ def test_drift_is_the_kl_and_the_changed_argmax_on_held_out_responses(trained: P
     g = GrpoConfig(lora_r=4, lora_alpha=8, micro_batch_tokens=2048)  # several left-padded batches
     _, model = load_trainable(tiny_model, trained / "sft" / "adapter", g, "cpu", reference=True)
     accelerator = Accelerator(cpu=True)
-    assert policy_drift(accelerator, model, examples, g, tokenizer.pad_token_id) == {"kl": pytest.approx(0.0, abs=1e-6), "flips": 0.0, "tokens": sum(len(e.completion) for e in examples)}
+    assert policy_drift(accelerator, model, examples, g, tokenizer.pad_token_id) == {
+        "kl": pytest.approx(0.0, abs=1e-6),
+        "flips": 0.0,
+        "tokens": sum(len(e.completion) for e in examples),
+    }
     torch.manual_seed(0)
     with torch.no_grad():
         for _, param in model.named_parameters():
@@ -317,10 +435,43 @@ def test_two_gloo_processes_share_an_update(trained: Path, tiny_model: Path, tmp
     (tmp_path / "refine").mkdir()
     shutil.copy(trained / "refine" / "val.jsonl", tmp_path / "refine" / "val.jsonl")  # held-out turns the drift is measured on
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "evoh", "grpo", "-w", str(tmp_path),
-        "--from", "none", "--model", str(tiny_model), "--updates", "1", "--tasks-per-update", "2", "--group-size", "2",
-        "--max-steps", "4", "-k", "1", "--set", "grpo.max_tokens=16", "--set", "grpo.val_every=1", "--set", "grpo.val_limit=2",
-        "--set", "env.max_steps=3", "--set", "model.max_tokens=16", "--set", "grpo.drift_examples=3", "--json",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "evoh",
+        "grpo",
+        "-w",
+        str(tmp_path),
+        "--from",
+        "none",
+        "--model",
+        str(tiny_model),
+        "--updates",
+        "1",
+        "--tasks-per-update",
+        "2",
+        "--group-size",
+        "2",
+        "--max-steps",
+        "4",
+        "-k",
+        "1",
+        "--set",
+        "grpo.max_tokens=16",
+        "--set",
+        "grpo.val_every=1",
+        "--set",
+        "grpo.val_limit=2",
+        "--set",
+        "env.max_steps=3",
+        "--set",
+        "model.max_tokens=16",
+        "--set",
+        "grpo.drift_examples=3",
+        "--json",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
@@ -338,7 +489,9 @@ def test_two_gloo_processes_share_an_update(trained: Path, tiny_model: Path, tmp
     from evoh.grpo.anchor import sft_examples
 
     examples = sft_examples(tmp_path / "refine" / "val.jsonl", AutoTokenizer.from_pretrained(tiny_model), 3)
-    assert validation[0]["drift"]["tokens"] == sum(len(e.completion) for e in examples) == validation[1]["drift"]["tokens"]  # both shares
+    assert (
+        validation[0]["drift"]["tokens"] == sum(len(e.completion) for e in examples) == validation[1]["drift"]["tokens"]
+    )  # both shares
     ranks = {p.name for p in (tmp_path / "grpo" / "checkpoints" / "step_000001").iterdir()}
     assert {"rng_rank0.pt", "rng_rank1.pt"} <= ranks
 
@@ -360,7 +513,9 @@ def test_the_sft_anchor_reads_refines_examples_as_the_rollouts_turns_are_encoded
         system, user, answer = row["messages"]
         prompt = tokenizer.apply_chat_template([system, user], tokenize=False, add_generation_prompt=True)
         assert tokenizer.decode(example.prompt) == prompt  # the prompt a rollout's turn starts from
-        assert tokenizer.decode(example.prompt + example.completion) == tokenizer.apply_chat_template(row["messages"], tokenize=False)
+        assert tokenizer.decode(example.prompt + example.completion) == tokenizer.apply_chat_template(
+            row["messages"], tokenize=False
+        )
         action = answer["content"][answer["content"].index("<action>") :]
         assert action in tokenizer.decode(example.completion)  # the response is what the loss is on
     with pytest.raises(EvohError, match="evoh refine"):

@@ -19,12 +19,31 @@ GRAMMAR = ActionGrammar(COMMANDS, ("track", "recall"))
 
 
 def test_the_grammar_accepts_exactly_the_prefixes_of_allowed_actions():
-    for text in ("<", "<act", "<action>", "<action>go to cab", "<action>go to cabinet 2</act", "<action>look</action>",
-                 "<action>rec", "<action>recall [", "<action>recall [where to find mug", "<action>recall [mug]</"):
+    for text in (
+        "<",
+        "<act",
+        "<action>",
+        "<action>go to cab",
+        "<action>go to cabinet 2</act",
+        "<action>look</action>",
+        "<action>rec",
+        "<action>recall [",
+        "<action>recall [where to find mug",
+        "<action>recall [mug]</",
+    ):
         assert GRAMMAR.viable(text), text
-    for text in ("<b", "<action>go to cabinet 3", "<action>Look", "<action>look</action>x", "<action>commit [",
-                 "<action>recall []", "<action>recall [mug]x", "<action>recall [a\nb", "<action>recall [a<b",
-                 "<action>recall [" + "x" * 201):
+    for text in (
+        "<b",
+        "<action>go to cabinet 3",
+        "<action>Look",
+        "<action>look</action>x",
+        "<action>commit [",
+        "<action>recall []",
+        "<action>recall [mug]x",
+        "<action>recall [a\nb",
+        "<action>recall [a<b",
+        "<action>recall [" + "x" * 201,
+    ):
         assert not GRAMMAR.viable(text), text
     assert GRAMMAR.complete("<action>look</action>") and GRAMMAR.complete("<action>track [mug]</action>")
     assert not GRAMMAR.complete("<action>track [mug]") and not GRAMMAR.complete("<action>look")
@@ -63,7 +82,9 @@ def test_token_masks_follow_the_grammar(vocabulary):
     assert all("<" not in t for t in thought - {"<", " <", "><", "</think>"})
     assert not {vocab.texts[i] for i in stop} & thought  # the response cannot end before its action
     after_open = _allowed(vocab, "<think>x</think><action>")
-    assert after_open and all(any(f.startswith("<action>" + t) for f in GRAMMAR.fixed + GRAMMAR.heads) or t.startswith("recall") for t in after_open)
+    assert after_open and all(
+        any(f.startswith("<action>" + t) for f in GRAMMAR.fixed + GRAMMAR.heads) or t.startswith("recall") for t in after_open
+    )
     assert {t[0] for t in after_open} == {"g", "l", "t", "r"}  # go, look, take, track, recall; never commit
     assert _allowed(vocab, "<action>go to cabinet") <= {" ", " 1", " 2"} and " 1" in _allowed(vocab, "<action>go to cabinet")
     assert "]" not in _allowed(vocab, "<action>recall [")  # an argument needs a word before it closes
@@ -111,8 +132,26 @@ def test_guided_samples_keep_what_guidance_allowed_at_each_token(tiny_model: Pat
 
 
 def test_a_random_model_guided_on_real_games_writes_only_turns_that_parse(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
-    common = ("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
-              "--limit", "2", "--max-steps", "6", "--data", str(alfworld_data), "--set", "model.max_tokens=80", "--json")
+    common = (
+        "eval",
+        "-w",
+        str(tmp_path),
+        "--policy",
+        "local",
+        "--model",
+        str(tiny_model),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "2",
+        "--max-steps",
+        "6",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "model.max_tokens=80",
+        "--json",
+    )
     free = evoh(*common, "--name", "free")
     guided = evoh(*common, "--name", "guided", "--set", "model.guided=true")
     assert free.exit_code == 0 and guided.exit_code == 0, guided.stderr

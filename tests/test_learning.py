@@ -39,12 +39,28 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
     from evoh.policy.local import LocalPolicy
     from evoh.stages.grpo import rollout_settings
 
-    recipe = load_recipe(None, [
-        "env.kind=minihouse", "env.max_steps=1", "model.guided=true", "harness.system_prompt=brief",
-        "grpo.max_steps=1", "grpo.tasks_per_update=4", "grpo.group_size=8", "grpo.max_tokens=12", "grpo.temperature=1.0",
-        "grpo.lr=3e-3", "grpo.kl=0.0", "grpo.lora_r=8", "grpo.lora_alpha=16", "grpo.start=none", "grpo.seed=1",
-        f"grpo.reward.diversity_max={diversity}", "grpo.reward.diversity_horizon=1000",
-    ])
+    recipe = load_recipe(
+        None,
+        [
+            "env.kind=minihouse",
+            "env.max_steps=1",
+            "model.guided=true",
+            "harness.system_prompt=brief",
+            "grpo.max_steps=1",
+            "grpo.tasks_per_update=4",
+            "grpo.group_size=8",
+            "grpo.max_tokens=12",
+            "grpo.temperature=1.0",
+            "grpo.lr=3e-3",
+            "grpo.kl=0.0",
+            "grpo.lora_r=8",
+            "grpo.lora_alpha=16",
+            "grpo.start=none",
+            "grpo.seed=1",
+            f"grpo.reward.diversity_max={diversity}",
+            "grpo.reward.diversity_horizon=1000",
+        ],
+    )
     g = recipe.grpo
     torch.manual_seed(g.seed)  # the fresh adapter's weights: the same whatever ran before in this process
     accelerator = Accelerator(cpu=True)

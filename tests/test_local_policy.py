@@ -14,8 +14,6 @@ pytest.importorskip("transformers")
 pytestmark = pytest.mark.engine
 
 
-
-
 def test_model_init_describes_what_it_built(alfworld_data: Path, tmp_path: Path):
     out = tmp_path / "tiny"
     result = evoh("model", "init", "--out", str(out), "--data", str(alfworld_data), "--json")
@@ -34,15 +32,34 @@ def test_the_model_directory_loads_offline_with_plain_transformers(tiny_model: P
     assert model.config.model_type == "qwen3"
     for token in ("<|im_start|>", "<|im_end|>", "<think>", "</think>", "<|endoftext|>"):
         assert tokenizer.convert_tokens_to_ids(token) != tokenizer.unk_token_id
-    messages = [{"role": "user", "content": "Objective: put a hot apple in fridge."}, {"role": "assistant", "content": "<action>look</action>"}]
+    messages = [
+        {"role": "user", "content": "Objective: put a hot apple in fridge."},
+        {"role": "assistant", "content": "<action>look</action>"},
+    ]
     rendered = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert any(rendered["assistant_masks"]) and not all(rendered["assistant_masks"])  # assistant-only loss can mask
 
 
 def test_eval_with_a_random_local_model_records_its_turns_as_invalid(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
     result = evoh(
-        "eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
-        "--limit", "2", "--max-steps", "4", "--data", str(alfworld_data), "--set", "model.max_tokens=16", "--json",
+        "eval",
+        "-w",
+        str(tmp_path),
+        "--policy",
+        "local",
+        "--model",
+        str(tiny_model),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "2",
+        "--max-steps",
+        "4",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "model.max_tokens=16",
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -53,16 +70,50 @@ def test_eval_with_a_random_local_model_records_its_turns_as_invalid(tiny_model:
     assert all(r["usage"]["policy_calls"] == r["turns"] for r in records)
     assert any(t["outcome"] in ("malformed", "invalid") for r in records for t in r["trace"])
     table = evoh(  # the same command again resumes every episode and prints the table, naming what played
-        "eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tiny_model), "--split", "valid_seen",
-        "--limit", "2", "--max-steps", "4", "--data", str(alfworld_data), "--set", "model.max_tokens=16",
+        "eval",
+        "-w",
+        str(tmp_path),
+        "--policy",
+        "local",
+        "--model",
+        str(tiny_model),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "2",
+        "--max-steps",
+        "4",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "model.max_tokens=16",
     )
-    assert table.exit_code == 0 and f"local {tiny_model.parent.name}/{tiny_model.name}, {summary['policy']['dtype']}, greedy" in table.stdout
+    assert (
+        table.exit_code == 0
+        and f"local {tiny_model.parent.name}/{tiny_model.name}, {summary['policy']['dtype']}, greedy" in table.stdout
+    )
 
 
 def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
     result = evoh(
-        "collect", "-w", str(tmp_path), "--teacher", "local", "--model", str(tiny_model), "--split", "valid_seen",
-        "--limit", "2", "--max-steps", "3", "--data", str(alfworld_data), "--set", "model.max_tokens=8", "--json",
+        "collect",
+        "-w",
+        str(tmp_path),
+        "--teacher",
+        "local",
+        "--model",
+        str(tiny_model),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "2",
+        "--max-steps",
+        "3",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "model.max_tokens=8",
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -70,13 +121,33 @@ def test_collect_with_the_local_teacher_uses_the_same_path(tiny_model: Path, alf
     assert (tmp_path / "collect" / "stage.json").exists()
 
 
-def test_a_student_labelled_by_the_expert_is_refined_into_the_experts_answers(tiny_model: Path, alfworld_data: Path, tmp_path: Path):
+def test_a_student_labelled_by_the_expert_is_refined_into_the_experts_answers(
+    tiny_model: Path, alfworld_data: Path, tmp_path: Path
+):
     """DAgger: the random student drives (and loses) the episodes; refine trains on the expert's answer to each of its turns."""
     from evoh.harness.turns import parse_turn
 
     result = evoh(
-        "collect", "-w", str(tmp_path), "--teacher", "local", "--model", str(tiny_model), "--label-with", "expert",
-        "--split", "train", "--limit", "2", "--max-steps", "5", "--data", str(alfworld_data), "--set", "model.max_tokens=8", "--json",
+        "collect",
+        "-w",
+        str(tmp_path),
+        "--teacher",
+        "local",
+        "--model",
+        str(tiny_model),
+        "--label-with",
+        "expert",
+        "--split",
+        "train",
+        "--limit",
+        "2",
+        "--max-steps",
+        "5",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "model.max_tokens=8",
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -107,7 +178,9 @@ def test_labels_from_the_expert_need_another_player(alfworld_data: Path, tmp_pat
 
 
 def test_a_missing_model_directory_is_a_clear_error(tmp_path: Path, alfworld_data: Path):
-    result = evoh("eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tmp_path / "none"), "--data", str(alfworld_data))
+    result = evoh(
+        "eval", "-w", str(tmp_path), "--policy", "local", "--model", str(tmp_path / "none"), "--data", str(alfworld_data)
+    )
     assert result.exit_code == 2 and "is not a model directory" in result.stderr and "evoh model init" in result.stderr
 
 
@@ -166,7 +239,9 @@ def test_retrained_weights_at_the_same_path_are_another_policy(tiny_model: Path,
     assert before["model"] == after["model"] and before["weights"]["model"] != after["weights"]["model"]
 
 
-def test_auto_dtype_is_bf16_only_on_a_cpu_that_computes_it_natively_and_the_dtype_is_part_of_the_policy(tiny_model: Path, monkeypatch):
+def test_auto_dtype_is_bf16_only_on_a_cpu_that_computes_it_natively_and_the_dtype_is_part_of_the_policy(
+    tiny_model: Path, monkeypatch
+):
     import torch
 
     from evoh.config import ModelConfig
@@ -177,8 +252,12 @@ def test_auto_dtype_is_bf16_only_on_a_cpu_that_computes_it_natively_and_the_dtyp
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
         assert pick_dtype("auto", "cpu") == (torch.bfloat16 if native else torch.float32)
         assert pick_dtype("float32", "cpu") == torch.float32  # an explicit choice always wins
-    identities = {d: LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=4, dtype=d)).identity() for d in ("float32", "bfloat16")}
-    assert identities["float32"]["dtype"] == "float32" and identities["bfloat16"]["dtype"] == "bfloat16"  # never resumed into each other
+    identities = {
+        d: LocalPolicy(ModelConfig(model=str(tiny_model), max_tokens=4, dtype=d)).identity() for d in ("float32", "bfloat16")
+    }
+    assert (
+        identities["float32"]["dtype"] == "float32" and identities["bfloat16"]["dtype"] == "bfloat16"
+    )  # never resumed into each other
 
 
 def test_an_adapter_is_merged_for_inference_and_answers_as_the_adapter_model(tiny_model: Path, tmp_path: Path):

@@ -50,7 +50,9 @@ def _walk(game_file: str, seed: int, steps: int = 40) -> list[tuple]:
 def test_a_game_is_the_same_on_every_call_and_differs_from_its_neighbours():
     tasks = load_games(HOUSE, "valid_seen")
     assert _walk(tasks[0].game_file, 1) == _walk(tasks[0].game_file, 1)
-    assert generate("train", "pick_and_place_simple", 3, HouseSize()) == generate("train", "pick_and_place_simple", 3, HouseSize())
+    assert generate("train", "pick_and_place_simple", 3, HouseSize()) == generate(
+        "train", "pick_and_place_simple", 3, HouseSize()
+    )
     intros = {make_engine(t.game_file, 50).reset().observation for t in tasks}
     assert len(intros) == len(tasks)
 
@@ -59,7 +61,9 @@ def test_text_and_commands_follow_alfworlds_grammar():
     task = find_game(HOUSE, "valid_seen:0")
     engine = make_engine(task.game_file, 50)
     start = engine.reset()
-    assert start.observation.startswith("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see a ")
+    assert start.observation.startswith(
+        "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, you see a "
+    )
     assert re.search(r"\n\nYour task is to: .+\.$", start.observation)
     assert list(start.admissible) == sorted(start.admissible) and {"inventory", "look"} <= set(start.admissible)
     assert len(Belief(start.observation).receptacles) == HouseSize().receptacles
@@ -115,7 +119,11 @@ def test_the_expert_wins_every_task_type_without_seeing_hidden_state():
         played[(episode.task.split, episode.task.short_type)] += 1
         won[(episode.task.split, episode.task.short_type)] += episode.won
 
-    tasks = [*load_games(recipe.env, "valid_seen"), *load_games(recipe.env, "valid_unseen"), *load_games(recipe.env, "train", 600, spread=True)]
+    tasks = [
+        *load_games(recipe.env, "valid_seen"),
+        *load_games(recipe.env, "valid_unseen"),
+        *load_games(recipe.env, "train", 600, spread=True),
+    ]
     with open_pool(recipe.env, recipe.env.max_steps) as pool:
         rollout([(t.id, t) for t in tasks], expert, pool, episode_settings(recipe), Bank(), finished, max_active=32)
     assert sum(played.values()) == len(tasks)
@@ -158,7 +166,14 @@ def test_games_and_play_on_the_command_line(tmp_path: Path):
     house = engine.house
     item = next(t for t in house.things if t.name.split()[0] == house.object)
     target = next(r for r in house.receptacles if r.rsplit(" ", 1)[0] == house.target)
-    commands = [f"go to {item.where}", f"open {item.where}", f"take {item.name} from {item.where}", f"go to {target}", f"open {target}", f"put {item.name} in/on {target}"]
+    commands = [
+        f"go to {item.where}",
+        f"open {item.where}",
+        f"take {item.name} from {item.where}",
+        f"go to {target}",
+        f"open {target}",
+        f"put {item.name} in/on {target}",
+    ]
     script = tmp_path / "commands.txt"
     script.write_text("\n".join(c for c in commands if not c.startswith("open ") or house.openable[c[5:]]))
     result = evoh("play", task.id, "--kind", "minihouse", "--commands", str(script))
@@ -169,7 +184,9 @@ def test_games_and_play_on_the_command_line(tmp_path: Path):
     assert result.exit_code == 1 and "result: not won" in result.stdout
 
 
-def test_the_whole_pipeline_runs_on_minihouse_without_alfworld_data(tmp_path: Path, minihouse_model: Path, monkeypatch: pytest.MonkeyPatch):
+def test_the_whole_pipeline_runs_on_minihouse_without_alfworld_data(
+    tmp_path: Path, minihouse_model: Path, monkeypatch: pytest.MonkeyPatch
+):
     """The engine-free tier: collect → refine → sft → grpo → eval → export on generated games, no ALFWORLD_DATA."""
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     recipe = tmp_path / "recipe.toml"
@@ -221,7 +238,9 @@ limit = 2
     ws = tmp_path / "ws"
     # piped, as a batch job or `> log 2>&1` runs it: its log must read as a story, without library noise
     result = subprocess.run(
-        [sys.executable, "-m", "evoh", "run", str(recipe), "-w", str(ws), "--json"], capture_output=True, text=True,
+        [sys.executable, "-m", "evoh", "run", str(recipe), "-w", str(ws), "--json"],
+        capture_output=True,
+        text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 0, result.stderr

@@ -24,7 +24,9 @@ def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 2, "0")
 
 
-def test_an_imported_gguf_is_the_same_model_with_a_chat_template_for_assistant_only_loss(gguf_model: Path, refined: Path, tmp_path: Path):
+def test_an_imported_gguf_is_the_same_model_with_a_chat_template_for_assistant_only_loss(
+    gguf_model: Path, refined: Path, tmp_path: Path
+):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -51,9 +53,28 @@ def test_an_imported_gguf_is_the_same_model_with_a_chat_template_for_assistant_o
     assert imported.generation_config.eos_token_id == tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     trained = evoh(
-        "sft", "-w", str(refined), "--model", str(out), "--max-steps", "2", "--lora-r", "4", "--lora-alpha", "8",
-        "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.max_length=1024",
-        "--set", "sft.assistant_only_loss=true", "--set", "sft.action_check=0", "--json",
+        "sft",
+        "-w",
+        str(refined),
+        "--model",
+        str(out),
+        "--max-steps",
+        "2",
+        "--lora-r",
+        "4",
+        "--lora-alpha",
+        "8",
+        "--set",
+        "sft.batch_size=2",
+        "--set",
+        "sft.per_device_batch=2",
+        "--set",
+        "sft.max_length=1024",
+        "--set",
+        "sft.assistant_only_loss=true",
+        "--set",
+        "sft.action_check=0",
+        "--json",
     )
     assert trained.exit_code == 0, trained.stderr
     assert json.loads(trained.stdout)["global_step"] == 2 and (refined / "sft" / "adapter" / "adapter_model.safetensors").exists()

@@ -53,7 +53,13 @@ def test_the_games_an_update_trains_on():
 def test_the_rollouts_an_update_trains_on():
     advantages = [1.2, -0.4, -0.8, 0.0, 0.0]
     assert rollouts_to_train(advantages, "all") == [True] * 5
-    assert rollouts_to_train(advantages, "above_mean") == [True, False, False, False, False]  # a tie with the mean teaches nothing
+    assert rollouts_to_train(advantages, "above_mean") == [
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]  # a tie with the mean teaches nothing
     with pytest.raises(ValueError, match="above_mean"):
         rollouts_to_train(advantages, "best")
 
@@ -186,9 +192,13 @@ def test_a_group_policy_sends_the_last_rollout_of_each_game_to_the_greedy_policy
     policy = GroupPolicy(sampled, greedy, GrpoConfig(group_size=3, greedy_rollout=True))
     views = [SimpleNamespace(key=(game, k)) for game in ("a", "b") for k in (2, 0, 1)]
     answers = policy.act(views)
-    assert [a.text for a in answers] == [f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views]  # in the views' order
+    assert [a.text for a in answers] == [
+        f"{'greedy' if v.key[1] == 2 else 'sampled'} {v.key}" for v in views
+    ]  # in the views' order
     assert [a.tokens.completion for a in answers] == [[6 if v.key[1] == 2 else 7] for v in views]  # each with its own tokens
-    assert sampled.calls == [[("a", 0), ("a", 1), ("b", 0), ("b", 1)]] and greedy.calls == [[("a", 2), ("b", 2)]]  # one batch each
+    assert sampled.calls == [[("a", 0), ("a", 1), ("b", 0), ("b", 1)]] and greedy.calls == [
+        [("a", 2), ("b", 2)]
+    ]  # one batch each
     for v in views:
         policy.forget(v.key)
     assert greedy.forgotten == [("a", 2), ("b", 2)] and len(sampled.forgotten) == 4
@@ -201,7 +211,10 @@ def test_padded_batch_log_probs_equal_one_sequence_at_a_time(tiny_model: Path):
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model).eval()
     rng = random.Random(1)
-    samples = [Sample([rng.randrange(3, 500) for _ in range(n)], [rng.randrange(3, 500) for _ in range(c)], 0.0) for n, c in ((30, 4), (12, 9), (50, 1))]
+    samples = [
+        Sample([rng.randrange(3, 500) for _ in range(n)], [rng.randrange(3, 500) for _ in range(c)], 0.0)
+        for n, c in ((30, 4), (12, 9), (50, 1))
+    ]
     with torch.no_grad():
         batched, _, mask = forward_logprobs(model, samples, pad_id=0, temperature=0.7, device="cpu")
         for row, s in enumerate(samples):
@@ -236,7 +249,9 @@ def test_guided_samples_are_scored_over_what_guidance_allowed_at_each_token(guid
     free = Sample(prompt, completion, 0.0)
     guided = Sample(prompt, completion, 0.0, steps)
     with torch.no_grad():
-        (scored, _, mask), (plain, _, _) = (forward_logprobs(model, [s], 0, 0.7, "cpu", guided_restriction([s], vocab)) for s in (guided, free))
+        (scored, _, mask), (plain, _, _) = (
+            forward_logprobs(model, [s], 0, 0.7, "cpu", guided_restriction([s], vocab)) for s in (guided, free)
+        )
         logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1] / 0.7
     allowed = vocab.allowed_matrix([steps[0], steps[1]])
     expected = [torch.log_softmax(logits[at].masked_fill(~allowed[at], float("-inf")), -1)[completion[at]] for at in (0, 1)]
@@ -252,7 +267,9 @@ def test_a_guided_sample_scores_the_same_alone_and_beside_a_longer_one(guided_mo
     model, vocab = guided_model
     rng = random.Random(3)
     short = [rng.randrange(3, 500) for _ in range(3)]
-    guided = Sample([rng.randrange(3, 500) for _ in range(15)], short, 0.0, {0: Allowed("argument", []), 2: Allowed(None, [short[2]])})
+    guided = Sample(
+        [rng.randrange(3, 500) for _ in range(15)], short, 0.0, {0: Allowed("argument", []), 2: Allowed(None, [short[2]])}
+    )
     longer = Sample([rng.randrange(3, 500) for _ in range(9)], [rng.randrange(3, 500) for _ in range(7)], 0.0)
     with torch.no_grad():
         alone, _, mask_alone = forward_logprobs(model, [guided], 0, 0.7, "cpu", guided_restriction([guided], vocab))
@@ -279,10 +296,17 @@ def test_only_the_later_optimizer_steps_keep_the_rollout_policys_log_probs(tiny_
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # weights that never move: every ratio is 1
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     rng = random.Random(4)
-    samples = [Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(4)], rng.choice((-1.0, 1.0))) for _ in range(6)]
+    samples = [
+        Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(4)], rng.choice((-1.0, 1.0)))
+        for _ in range(6)
+    ]
     scored_without_grad: list[int] = []
     hook = model.register_forward_hook(lambda _, args, out: None if torch.is_grad_enabled() else scored_without_grad.append(1))
-    stats = optimise(TrainState(Accelerator(cpu=True), model, optimizer, scheduler, GrpoConfig(minibatches=2, kl=0.0), pad_id=0), samples, seed=0)
+    stats = optimise(
+        TrainState(Accelerator(cpu=True), model, optimizer, scheduler, GrpoConfig(minibatches=2, kl=0.0), pad_id=0),
+        samples,
+        seed=0,
+    )
     hook.remove()
     kept = [s for s in samples if s.old_logp is not None]
     assert len(kept) == 3 and all(s.old_logp.shape == (4,) for s in kept)  # the second step's half
@@ -336,8 +360,12 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
     from evoh.grpo.state import TrainState
 
     rng = random.Random(6)
-    rollouts = [Sample([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)], 0.0) for _ in range(4)]
-    anchor = [Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(5)], 0.0) for _ in range(3)]
+    rollouts = [
+        Sample([rng.randrange(3, 500) for _ in range(10)], [rng.randrange(3, 500) for _ in range(4)], 0.0) for _ in range(4)
+    ]
+    anchor = [
+        Sample([rng.randrange(3, 500) for _ in range(12)], [rng.randrange(3, 500) for _ in range(5)], 0.0) for _ in range(3)
+    ]
 
     def nll(model) -> float:
         with torch.no_grad():
@@ -354,7 +382,9 @@ def test_the_sft_anchor_pulls_a_step_toward_the_examples_that_the_reward_alone_w
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
         g = GrpoConfig(kl=0.0, sft_weight=weight, sft_examples=3, max_grad_norm=1e9)
-        stats = optimise(TrainState(Accelerator(cpu=True), model, optimizer, scheduler, g, pad_id=0, anchor=anchor), rollouts, seed=0)
+        stats = optimise(
+            TrainState(Accelerator(cpu=True), model, optimizer, scheduler, g, pad_id=0, anchor=anchor), rollouts, seed=0
+        )
         return before, nll(model), stats
 
     before, after, stats = step(0.0)  # every advantage 0: the policy loss has no gradient

@@ -67,7 +67,9 @@ def test_an_overlong_reply_is_cut_before_parsing_and_counted(monkeypatch: pytest
         cut, whole = policy.act([SimpleNamespace(system="s", user="flood"), VIEW])
     assert cut.truncated and cut.text == flood[: 32 * CHARS_PER_TOKEN]
     assert not whole.truncated and whole.text == looker({})
-    assert [r.getMessage() for r in caplog.records] == ["a reply of 800000 characters was cut to 512 (model.max_tokens × 16) before parsing"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "a reply of 800000 characters was cut to 512 (model.max_tokens × 16) before parsing"
+    ]
 
 
 @pytest.mark.engine
@@ -81,13 +83,34 @@ def test_a_cut_reply_is_counted_in_its_episode(alfworld_data: Path, tmp_path: Pa
     assert record["trace"][0]["response"] == "<action>" * 32 and "cut to 256" in result.stderr
 
 
-
-
 def _run(ws: Path, server: FakeOpenAI, alfworld_data: Path, *extra: str):
     return evoh(
-        "eval", "-w", str(ws), "--policy", "openai", "--split", "valid_seen", "--limit", "3", "--first", "--max-steps", "3",
-        "--data", str(alfworld_data), "--set", f"model.base_url={server.url}", "--set", "model.model=scripted",
-        "--set", "model.backoff=0.01", "--set", "model.retries=3", "--set", "model.timeout=1", "--json", *extra,
+        "eval",
+        "-w",
+        str(ws),
+        "--policy",
+        "openai",
+        "--split",
+        "valid_seen",
+        "--limit",
+        "3",
+        "--first",
+        "--max-steps",
+        "3",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        f"model.base_url={server.url}",
+        "--set",
+        "model.model=scripted",
+        "--set",
+        "model.backoff=0.01",
+        "--set",
+        "model.retries=3",
+        "--set",
+        "model.timeout=1",
+        "--json",
+        *extra,
     )
 
 
@@ -103,8 +126,23 @@ def test_the_key_must_be_set(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.engine
 def test_guided_decoding_is_refused_for_an_endpoint(alfworld_data: Path, tmp_path: Path):
-    result = evoh("eval", "-w", str(tmp_path), "--policy", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
-                  "--data", str(alfworld_data), "--limit", "1", "--set", "model.guided=true")
+    result = evoh(
+        "eval",
+        "-w",
+        str(tmp_path),
+        "--policy",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--data",
+        str(alfworld_data),
+        "--limit",
+        "1",
+        "--set",
+        "model.guided=true",
+    )
     assert result.exit_code == 2 and "model.guided=false" in result.stderr
     assert not list(tmp_path.glob("eval/*/episodes.jsonl"))
 
@@ -121,7 +159,9 @@ def test_episodes_complete_through_every_kind_of_fault(alfworld_data: Path, tmp_
     assert summary["turns"] == 3 and summary["tokens_per_episode"] == 3 * 110
     assert server.auth == {f"Bearer {SECRET}"}
     assert summary["policy"] == {
-        "policy": "openai", "model": "scripted", "base_url": server.url,
+        "policy": "openai",
+        "model": "scripted",
+        "base_url": server.url,
         "sampling": {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0},
     }
     for file in tmp_path.rglob("*"):
@@ -130,7 +170,9 @@ def test_episodes_complete_through_every_kind_of_fault(alfworld_data: Path, tmp_
 
 
 @pytest.mark.engine
-def test_exhausted_retries_are_recorded_and_a_rerun_retries_only_those(alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_exhausted_retries_are_recorded_and_a_rerun_retries_only_those(
+    alfworld_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     from evoh.env.games import load_tasks
 
@@ -165,4 +207,3 @@ def _objective(task) -> str:
     from evoh.harness.goal import goal_text
 
     return "Objective: " + goal_text(GameEngine(task.game_file, 1).reset().observation)
-

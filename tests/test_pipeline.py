@@ -76,7 +76,15 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     data = _stages(evoh("run", str(recipe), "-w", str(ws), "--until", "refine", "--json"))
     assert data == {"model": False, "collect": True, "refine": True} and not (ws / "sft").exists()
     first = _stages(evoh("run", str(recipe), "-w", str(ws), "--json"))  # the rest, keyed as if run in one go
-    assert first == {"model": False, "collect": False, "refine": False, "sft": True, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
+    assert first == {
+        "model": False,
+        "collect": False,
+        "refine": False,
+        "sft": True,
+        "grpo": True,
+        "eval/grpo-valid_seen": True,
+        "export": True,
+    }
     for stage in ("collect", "refine", "sft", "grpo", "eval/grpo-valid_seen", "export"):
         assert (ws / stage / "stage.json").exists()
     assert (ws / "grpo" / "annealing.png").exists() and (ws / "grpo" / "success.png").exists()
@@ -102,7 +110,15 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     assert not any(_stages(evoh("run", str(recipe), "-w", str(moved), "--json")).values())
 
     more = _stages(evoh("run", str(recipe), "-w", str(ws), "--set", "grpo.updates=2", "--json"))
-    assert more == {"model": False, "collect": False, "refine": False, "sft": False, "grpo": True, "eval/grpo-valid_seen": True, "export": True}
+    assert more == {
+        "model": False,
+        "collect": False,
+        "refine": False,
+        "sft": False,
+        "grpo": True,
+        "eval/grpo-valid_seen": True,
+        "export": True,
+    }
     updates = [json.loads(line)["update"] for line in (ws / "grpo" / "metrics.jsonl").read_text().splitlines()]
     assert updates == [0, 1]  # continued from the checkpoint of update 1, not from zero
     summary = json.loads((ws / "eval" / "grpo-valid_seen" / "summary.json").read_text())

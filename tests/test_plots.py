@@ -72,7 +72,8 @@ def grpo_run(tmp_path: Path) -> Path:
     ]
     (ws / "grpo" / "validation.jsonl").write_text("".join(json.dumps(v) + "\n" for v in validation))
     (ws / "evoh.toml").write_text(
-        '[env]\nkind = "minihouse"\n\n[grpo]\nupdates = 3\ntasks_per_update = 2\ngroup_size = 8\nlr = 1e-05\nmax_steps = 30\nkl = 0.01\n'
+        '[env]\nkind = "minihouse"\n\n'
+        "[grpo]\nupdates = 3\ntasks_per_update = 2\ngroup_size = 8\nlr = 1e-05\nmax_steps = 30\nkl = 0.01\n"
     )
     return ws
 
@@ -178,7 +179,9 @@ def test_the_report_chart_marks_absent_types_and_gives_each_bar_its_count_and_in
     figure = report.chart_figure(table)
     left, right = figure.axes
     assert figure._suptitle.get_text() == (
-        "evoh report: base, tuned (workspace ws)\nbase: minihouse valid_seen, inline, horizon 50\ntuned: minihouse valid_seen, env_only, horizon 50"
+        "evoh report: base, tuned (workspace ws)\n"
+        "base: minihouse valid_seen, inline, horizon 50\n"
+        "tuned: minihouse valid_seen, env_only, horizon 50"
     )
     texts = [t.get_text() for t in left.texts]
     assert texts.count("no games") == 4  # base's look, heat, cool and pick2: marked, not drawn as 0%

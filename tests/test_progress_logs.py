@@ -34,7 +34,9 @@ def test_the_heartbeat_prints_when_due_and_at_the_end():
     for _ in range(3):
         beat.finished(False)
     assert [line.split(" min")[0].rsplit(" ", 1)[0] for line in out.getvalue().splitlines()] == [
-        "collect 1/3 won 0 (0%)", "collect 2/3 won 0 (0%)", "collect 3/3 won 0 (0%)",
+        "collect 1/3 won 0 (0%)",
+        "collect 2/3 won 0 (0%)",
+        "collect 3/3 won 0 (0%)",
     ]
 
 
@@ -53,7 +55,9 @@ def test_the_phase_ticker_repeats_a_long_phase_and_stops_between_phases():
 
 
 def test_sft_log_lines_name_the_step_of_the_total():
-    line = sft_log_line(40, 500, {"loss": 0.51234, "learning_rate": 0.0029, "mean_token_accuracy": 0.9, "num_tokens": 9e4}, 1234.4, 72)
+    line = sft_log_line(
+        40, 500, {"loss": 0.51234, "learning_rate": 0.0029, "mean_token_accuracy": 0.9, "num_tokens": 9e4}, 1234.4, 72
+    )
     assert line == "sft step 40/500  loss 0.5123  token accuracy 90.0%  lr 2.90e-03  1,234 tokens/s  1.2 min"
     assert sft_log_line(50, 500, {"eval_loss": 0.2}, None, 60).startswith("sft step 50/500  eval loss 0.2000  1.0 min")
 

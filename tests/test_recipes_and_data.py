@@ -49,12 +49,15 @@ def test_the_wheel_carries_every_recipe(tmp_path: Path):
     """The built wheel holds every recipe and accelerate config: an installed evoh finds them by name."""
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("evoh-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"evoh/recipes/{p.relative_to(REPO / 'evoh' / 'recipes')}" for p in (REPO / "evoh" / "recipes").rglob("*") if p.is_file()}
+    shipped = {
+        f"evoh/recipes/{p.relative_to(REPO / 'evoh' / 'recipes')}" for p in (REPO / "evoh" / "recipes").rglob("*") if p.is_file()
+    }
     assert shipped and shipped <= names
     for name in shipped_recipes():
         tomllib.loads((REPO / "evoh" / "recipes" / f"{name}.toml").read_text())  # and each one parses

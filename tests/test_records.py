@@ -13,16 +13,37 @@ from evoh.workspace import JsonlLog, read_jsonl
 from tests.cli_runner import evoh
 
 TURN = {
-    "user": "You are in a room. Your task is to: look.", "response": "<think>Look.</think><action>look</action>",
-    "action": "look", "kind": "env", "verb": "", "valid": True, "executed": True, "outcome": "ok", "result": "Nothing happens.",
+    "user": "You are in a room. Your task is to: look.",
+    "response": "<think>Look.</think><action>look</action>",
+    "action": "look",
+    "kind": "env",
+    "verb": "",
+    "valid": True,
+    "executed": True,
+    "outcome": "ok",
+    "result": "Nothing happens.",
     "reason": "",
 }
 EPISODE = {
-    "schema": "episode/1", "fingerprint": "f0",
-    "task": {"id": "valid_seen/look_at_obj_in_light-x/trial_1", "split": "valid_seen", "task_type": "look_at_obj_in_light",
-             "game_file": "/nowhere/game.tw-pddl", "grammar": "2.1.1"},
-    "objective": "look", "won": True, "error": None, "turns": 1, "env_steps": 1, "invalid_actions": 0, "meta_actions": 0,
-    "meta": {}, "system": "You play a text game.", "trace": [TURN],
+    "schema": "episode/1",
+    "fingerprint": "f0",
+    "task": {
+        "id": "valid_seen/look_at_obj_in_light-x/trial_1",
+        "split": "valid_seen",
+        "task_type": "look_at_obj_in_light",
+        "game_file": "/nowhere/game.tw-pddl",
+        "grammar": "2.1.1",
+    },
+    "objective": "look",
+    "won": True,
+    "error": None,
+    "turns": 1,
+    "env_steps": 1,
+    "invalid_actions": 0,
+    "meta_actions": 0,
+    "meta": {},
+    "system": "You play a text game.",
+    "trace": [TURN],
 }
 
 

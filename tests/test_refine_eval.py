@@ -15,12 +15,22 @@ from tests.cli_runner import evoh
 pytestmark = pytest.mark.engine
 
 
-
-
 @pytest.fixture(scope="module")
 def workspace(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     ws = tmp_path_factory.mktemp("ws")
-    result = evoh("collect", "-w", str(ws), "--split", "valid_seen", "--limit", "8", "--data", str(alfworld_data), "--set", "collect.batch_size=4")
+    result = evoh(
+        "collect",
+        "-w",
+        str(ws),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "8",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "collect.batch_size=4",
+    )
     assert result.exit_code == 0, result.stderr
     return ws
 
@@ -94,12 +104,23 @@ def test_trl_sft_trainer_accepts_the_refined_files(workspace: Path, tiny_model: 
     files = {name: str(workspace / "refine" / f"{name}.jsonl") for name in ("train", "val")}
     data = datasets.load_dataset("json", data_files=files)
     args = SFTConfig(
-        output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, assistant_only_loss=True,
-        use_cpu=True, bf16=False, report_to=[], max_length=2048, logging_steps=1, save_strategy="no",
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        assistant_only_loss=True,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        max_length=2048,
+        logging_steps=1,
+        save_strategy="no",
     )
     trainer = SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tiny_model), args=args, train_dataset=data["train"],
-        eval_dataset=data["val"], processing_class=AutoTokenizer.from_pretrained(tiny_model),
+        model=AutoModelForCausalLM.from_pretrained(tiny_model),
+        args=args,
+        train_dataset=data["train"],
+        eval_dataset=data["val"],
+        processing_class=AutoTokenizer.from_pretrained(tiny_model),
     )
     labels = trainer.train_dataset[0]["labels"]
     learned = [t for t in labels if t != -100]
@@ -109,8 +130,22 @@ def test_trl_sft_trainer_accepts_the_refined_files(workspace: Path, tiny_model: 
 
 
 def test_eval_with_the_expert_matches_collect(workspace: Path, alfworld_data: Path):
-    result = evoh("eval", "-w", str(workspace), "--policy", "expert", "--split", "valid_seen", "--limit", "8",
-                  "--data", str(alfworld_data), "--set", "eval.batch_size=4", "--json")
+    result = evoh(
+        "eval",
+        "-w",
+        str(workspace),
+        "--policy",
+        "expert",
+        "--split",
+        "valid_seen",
+        "--limit",
+        "8",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "eval.batch_size=4",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     collected = json.loads((workspace / "collect" / "summary.json").read_text())
@@ -120,7 +155,19 @@ def test_eval_with_the_expert_matches_collect(workspace: Path, alfworld_data: Pa
     assert protocol["max_steps"] == 50 and protocol["charge_meta_actions"] is False and protocol["grammar"] == ["2.1.1"]
     assert protocol["parser"] == "turn/1" and protocol["prompt"] == "prompt/1" and protocol["policy"]["policy"] == "expert"
     assert (workspace / "eval" / "expert-valid_seen" / "episodes.jsonl").exists()
-    table = evoh("eval", "-w", str(workspace), "--split", "valid_seen", "--limit", "8", "--data", str(alfworld_data), "--set", "eval.batch_size=4")
+    table = evoh(
+        "eval",
+        "-w",
+        str(workspace),
+        "--split",
+        "valid_seen",
+        "--limit",
+        "8",
+        "--data",
+        str(alfworld_data),
+        "--set",
+        "eval.batch_size=4",
+    )
     assert table.exit_code == 0 and "avg" in table.stdout and "meta-actions" in table.stdout  # resumed: nothing replayed
 
 
@@ -128,7 +175,20 @@ def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: P
     from evoh.harness.experience import Bank
 
     bank = workspace / "collect" / "bank.json"
-    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--bank", "collect", "--name", "expert-valid_seen-collect-bank", "--data", str(alfworld_data), "--json")
+    result = evoh(
+        "eval",
+        "-w",
+        str(workspace),
+        "--limit",
+        "2",
+        "--bank",
+        "collect",
+        "--name",
+        "expert-valid_seen-collect-bank",
+        "--data",
+        str(alfworld_data),
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["protocol"]["start_bank"] == str(bank)
     records = read_jsonl(workspace / "eval" / "expert-valid_seen-collect-bank" / "episodes.jsonl").records
@@ -136,7 +196,9 @@ def test_eval_starts_from_the_bank_it_is_given(workspace: Path, alfworld_data: P
     stage = json.loads((workspace / "eval" / "expert-valid_seen-collect-bank" / "stage.json").read_text())
     assert stage["inputs"]["bank"]["path"] == str(bank)
 
-    missing = evoh("eval", "-w", str(workspace), "--limit", "1", "--bank", "grpo", "--name", "no-grpo-bank", "--data", str(alfworld_data))
+    missing = evoh(
+        "eval", "-w", str(workspace), "--limit", "1", "--bank", "grpo", "--name", "no-grpo-bank", "--data", str(alfworld_data)
+    )
     assert missing.exit_code == 2 and "no finished grpo stage" in missing.stderr and "evoh grpo -w" in missing.stderr
     own = evoh("collect", "-w", str(workspace), "--limit", "1", "--bank", "collect", "--data", str(alfworld_data))
     assert own.exit_code == 2 and "own bank" in own.stderr
@@ -149,7 +211,19 @@ def test_eval_plays_the_games_a_list_names(alfworld_data: Path, tmp_path: Path):
     chosen = load_tasks("valid_seen", alfworld_data)[100:102]
     listing = tmp_path / "games.txt"
     listing.write_text("".join(f"{t.id}\n" for t in chosen))
-    args = ("eval", "-w", str(workspace), "--split", "valid_seen", "--games", str(listing), "--name", "listed", "--data", str(alfworld_data))
+    args = (
+        "eval",
+        "-w",
+        str(workspace),
+        "--split",
+        "valid_seen",
+        "--games",
+        str(listing),
+        "--name",
+        "listed",
+        "--data",
+        str(alfworld_data),
+    )
     result = evoh(*args, "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["episodes"] == 2
@@ -158,13 +232,37 @@ def test_eval_plays_the_games_a_list_names(alfworld_data: Path, tmp_path: Path):
     listing.write_text(f"{chosen[0].id}\n")  # another list under the same name would mix two experiments
     refused = evoh(*args)
     assert refused.exit_code == 2 and "play.games" in refused.stderr
-    wrong = evoh("eval", "-w", str(workspace), "--split", "valid_unseen", "--games", str(listing), "--name", "wrong", "--data", str(alfworld_data))
+    wrong = evoh(
+        "eval",
+        "-w",
+        str(workspace),
+        "--split",
+        "valid_unseen",
+        "--games",
+        str(listing),
+        "--name",
+        "wrong",
+        "--data",
+        str(alfworld_data),
+    )
     assert wrong.exit_code == 2 and "not playable valid_unseen games" in wrong.stderr and "--split" in wrong.stderr
     assert not (workspace / "eval" / "wrong").exists()
 
 
 def test_eval_ablation_runs_get_their_own_folder(workspace: Path, alfworld_data: Path):
-    result = evoh("eval", "-w", str(workspace), "--limit", "2", "--no-experience", "--mode", "inline", "--data", str(alfworld_data), "--json")
+    result = evoh(
+        "eval",
+        "-w",
+        str(workspace),
+        "--limit",
+        "2",
+        "--no-experience",
+        "--mode",
+        "inline",
+        "--data",
+        str(alfworld_data),
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["name"] == "expert-valid_seen-no-experience" and summary["protocol"]["modules"] == ["belief", "plan"]

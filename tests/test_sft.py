@@ -14,8 +14,6 @@ pytest.importorskip("trl")
 pytestmark = pytest.mark.engine
 
 
-
-
 @pytest.fixture(scope="module")
 def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return refined_workspace(tmp_path_factory.mktemp("ws"), alfworld_data, 3, "0.34")
@@ -23,9 +21,33 @@ def refined(alfworld_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 def _sft(ws: Path, model: Path, steps: int, *extra: str):
     return evoh(
-        "sft", "-w", str(ws), "--model", str(model), "--max-steps", str(steps), "--lr", "5e-3", "--lora-r", "8",
-        "--lora-alpha", "16", "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.save_steps=3",
-        "--set", "sft.eval_steps=3", "--set", "sft.logging_steps=1", "--set", "sft.max_length=1024", "--json", *extra,
+        "sft",
+        "-w",
+        str(ws),
+        "--model",
+        str(model),
+        "--max-steps",
+        str(steps),
+        "--lr",
+        "5e-3",
+        "--lora-r",
+        "8",
+        "--lora-alpha",
+        "16",
+        "--set",
+        "sft.batch_size=2",
+        "--set",
+        "sft.per_device_batch=2",
+        "--set",
+        "sft.save_steps=3",
+        "--set",
+        "sft.eval_steps=3",
+        "--set",
+        "sft.logging_steps=1",
+        "--set",
+        "sft.max_length=1024",
+        "--json",
+        *extra,
     )
 
 
@@ -62,7 +84,9 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
 
 
 @pytest.mark.parametrize("grouped", [False, True], ids=["random-batches", "grouped-by-length"])
-def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(refined: Path, tiny_model: Path, tmp_path: Path, grouped: bool):
+def test_a_run_stopped_after_a_checkpoint_resumes_with_the_same_batches(
+    refined: Path, tiny_model: Path, tmp_path: Path, grouped: bool
+):
     import shutil
 
     def losses(ws: Path) -> dict[int, float]:
@@ -107,7 +131,10 @@ def test_resume_passes_over_checkpoints_a_kill_cut_short(refined: Path, tiny_mod
     resumed = _sft(ws, tiny_model, 5, "--resume")
     assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout)["global_step"] == 5
-    assert f"skipping {checkpoints / 'checkpoint-9'}" in resumed.stderr and f"skipping {checkpoints / 'checkpoint-6'}" in resumed.stderr
+    assert (
+        f"skipping {checkpoints / 'checkpoint-9'}" in resumed.stderr
+        and f"skipping {checkpoints / 'checkpoint-6'}" in resumed.stderr
+    )
     steps = [json.loads(line)["step"] for line in (ws / "sft" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3
 
@@ -132,7 +159,10 @@ def test_precision_auto_is_bf16_only_where_the_hardware_computes_it(monkeypatch)
     for native in (True, False):
         monkeypatch.setattr(local, "native_bf16", lambda device, native=native: asked.append(device) or native)
         expected = "bf16" if native else "fp32"
-        assert local.training_precision("auto", False, "sft") == expected and local.training_precision("auto", True, "grpo") == expected
+        assert (
+            local.training_precision("auto", False, "sft") == expected
+            and local.training_precision("auto", True, "grpo") == expected
+        )
         assert local.training_precision("fp32", False, "sft") == "fp32"
     assert asked == ["cpu", "cuda", "cpu", "cuda"]
     monkeypatch.undo()
@@ -157,9 +187,27 @@ def test_torchrun_trains_with_two_cpu_processes(refined: Path, tiny_model: Path,
     ws = tmp_path / "ws"
     shutil.copytree(refined, ws, ignore=shutil.ignore_patterns("sft"))
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "evoh", "sft", "-w", str(ws),
-        "--model", str(tiny_model), "--max-steps", "2", "--set", "sft.batch_size=4", "--set", "sft.per_device_batch=2",
-        "--set", "sft.max_length=1024", "--json",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "evoh",
+        "sft",
+        "-w",
+        str(ws),
+        "--model",
+        str(tiny_model),
+        "--max-steps",
+        "2",
+        "--set",
+        "sft.batch_size=4",
+        "--set",
+        "sft.per_device_batch=2",
+        "--set",
+        "sft.max_length=1024",
+        "--json",
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
@@ -220,8 +268,23 @@ def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tin
         (directory / "val.jsonl").write_text("\n".join(examples) + "\n")  # held out in name only: the check must see 2/2
         ws.finish("refine", {"examples": {"train": 2, "val": 2}})
     result = evoh(
-        "sft", "-w", str(ws.root), "--model", str(tiny_model), "--max-steps", "80", "--lr", "3e-3", "--train-embeddings",
-        "--set", "sft.batch_size=2", "--set", "sft.per_device_batch=2", "--set", "sft.save_steps=100", "--json",
+        "sft",
+        "-w",
+        str(ws.root),
+        "--model",
+        str(tiny_model),
+        "--max-steps",
+        "80",
+        "--lr",
+        "3e-3",
+        "--train-embeddings",
+        "--set",
+        "sft.batch_size=2",
+        "--set",
+        "sft.per_device_batch=2",
+        "--set",
+        "sft.save_steps=100",
+        "--json",
     )
     assert result.exit_code == 0, result.stderr
     checked = json.loads(result.stdout)["val_actions"]
@@ -234,7 +297,7 @@ def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tin
         batch = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
         with torch.inference_mode():
             out = model.generate(**batch, max_new_tokens=60, do_sample=False, stop_strings=["</action>"], tokenizer=tokenizer)
-        answer = tokenizer.decode(out[0][batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        answer = tokenizer.decode(out[0][batch["input_ids"].shape[1] :], skip_special_tokens=True)
         wanted = re.search(r"<action>(.*?)</action>", messages[2]["content"]).group(1)
         assert re.search(r"<action>(.*?)</action>", answer).group(1) == wanted, answer
 

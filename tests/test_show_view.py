@@ -130,8 +130,10 @@ def test_prompt_change_names_what_a_turn_newly_shows():
     from evoh.inspection.episodes import panels, prompt_change, prompt_sections
 
     before = prompt_sections(
-        "Objective: put a cup in shelf.\nStep 2 of 30 (29 left).\nObservation: You arrive at loc 3.\n\nOn the desk 1, you see a cup 1.\n"
-        "Plan:\n[ ] find cup\nPrevious actions: 1. go to desk 1 [ok]\nAdmissible commands: go to shelf 1, take cup 1 from desk 1, look"
+        "Objective: put a cup in shelf.\nStep 2 of 30 (29 left).\n"
+        "Observation: You arrive at loc 3.\n\nOn the desk 1, you see a cup 1.\n"
+        "Plan:\n[ ] find cup\nPrevious actions: 1. go to desk 1 [ok]\n"
+        "Admissible commands: go to shelf 1, take cup 1 from desk 1, look"
     )
     assert (
         before["Observation"] == "You arrive at loc 3.\n\nOn the desk 1, you see a cup 1."

@@ -12,7 +12,11 @@ from evoh.runs.summary import summarize
 def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:
     return {
         "task": {"id": f"g{turns}", "task_type": "pick_and_place_simple", "grammar": "2.1.1"},
-        "won": won, "error": None, "turns": turns, "env_steps": turns - sum(meta.values()), "invalid_actions": 0,
+        "won": won,
+        "error": None,
+        "turns": turns,
+        "env_steps": turns - sum(meta.values()),
+        "invalid_actions": 0,
         "meta_actions": sum(meta.values()),
         "meta": {v: {"attempted": n, "executed": n, "failed": 0} for v, n in meta.items()},
         "trace": [],
@@ -28,8 +32,10 @@ def test_meta_actions_per_won_episode_leave_out_the_lost_ones():
 
 
 def test_idle_harness_calls_average_over_the_records_that_count_them():
-    counted = [{**record(False, dict(zip(META_VERBS, (9, 6, 2, 3))), 70), "idle_meta": dict(zip(META_VERBS, (4, 2, 0, 1)))},
-               {**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), "idle_meta": dict(zip(META_VERBS, (0, 1, 0, 0)))}]
+    counted = [
+        {**record(False, dict(zip(META_VERBS, (9, 6, 2, 3))), 70), "idle_meta": dict(zip(META_VERBS, (4, 2, 0, 1)))},
+        {**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), "idle_meta": dict(zip(META_VERBS, (0, 1, 0, 0)))},
+    ]
     older = record(True, dict(zip(META_VERBS, (1, 4, 1, 1))), 15)  # written before evoh counted them
     assert summarize([*counted, older])["meta_idle"] == 4.0
     assert summarize([older])["meta_idle"] is None  # unknown, not zero
@@ -37,11 +43,18 @@ def test_idle_harness_calls_average_over_the_records_that_count_them():
 
 def test_report_reads_summaries_with_and_without_the_won_figure():
     idle = {"idle_meta": dict(zip(META_VERBS, (0, 1, 0, 2)))}
-    summary = summarize([{**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), **idle}, {**record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60), **idle}])
+    summary = summarize(
+        [
+            {**record(True, dict(zip(META_VERBS, (0, 3, 1, 1))), 12), **idle},
+            {**record(False, dict(zip(META_VERBS, (2, 2, 2, 2))), 60), **idle},
+        ]
+    )
     older = {k: v for k, v in summary.items() if k not in ("meta_actions_won", "meta_idle")}  # written before the figures existed
     rows = report.rows([{"label": "now", "summary": summary}, {"label": "before", "summary": older}])
     text = report.markdown(rows, None)
-    assert text.splitlines()[0].endswith("| meta-actions / episode | meta-actions / won episode | idle / episode | games vs the split's first run |")
+    assert text.splitlines()[0].endswith(
+        "| meta-actions / episode | meta-actions / won episode | idle / episode | games vs the split's first run |"
+    )
     now, before = text.splitlines()[2:4]
     assert now.startswith("| now |") and now.endswith("| 6.50 (1.00 / 2.50 / 1.50 / 1.50) | 5.00 | 3.00 | - |")
     assert before.startswith("| before |") and before.endswith("| - | - | - |")  # no episodes to pair either

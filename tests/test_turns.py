@@ -63,7 +63,9 @@ def test_any_text_parses_without_raising(text: str, admissible: list[str]):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["<think>", "</think>", "<action>", "</action>", "[", "]", "track", "look", " ", "x"]), max_size=40))
+@given(
+    st.lists(st.sampled_from(["<think>", "</think>", "<action>", "</action>", "[", "]", "track", "look", " ", "x"]), max_size=40)
+)
 def test_tag_soup_parses_without_raising(parts: list[str]):
     turn = parse_turn("".join(parts), ADMISSIBLE)
     assert isinstance(turn, Turn)
@@ -72,7 +74,22 @@ def test_tag_soup_parses_without_raising(parts: list[str]):
 # the patterns parse_turn used before it found tags one at a time: the reference its blocks must equal
 _OLD_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
 _OLD_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
-TAG_PARTS = ["<think>", "</think>", "<action>", "</action>", "<ACTION>", "</Think>", "<act\u0131on>", "[", "]", "track", "look", " ", "\n", "x"]
+TAG_PARTS = [
+    "<think>",
+    "</think>",
+    "<action>",
+    "</action>",
+    "<ACTION>",
+    "</Think>",
+    "<act\u0131on>",
+    "[",
+    "]",
+    "track",
+    "look",
+    " ",
+    "\n",
+    "x",
+]
 
 
 @settings(max_examples=500, deadline=None)
@@ -86,14 +103,18 @@ def test_tags_are_found_as_the_regular_expressions_found_them(parts: list[str]):
 def test_representative_turns_parse_as_before():
     admissible = ("go to desk 1", "take apple 1 from desk 1", "look", "track the apple")
     expected = {
-        "<think>The apple is on the desk.</think><action>take apple 1 from desk 1</action>":
-            Turn("env", "take apple 1 from desk 1", "The apple is on the desk.", valid=True),
-        "<think>\nfirst\nthe desk\n</think>\n<action>\nGo To  Desk 1\n</action>\n":
-            Turn("env", "go to desk 1", "first\nthe desk", valid=True),
+        "<think>The apple is on the desk.</think><action>take apple 1 from desk 1</action>": Turn(
+            "env", "take apple 1 from desk 1", "The apple is on the desk.", valid=True
+        ),
+        "<think>\nfirst\nthe desk\n</think>\n<action>\nGo To  Desk 1\n</action>\n": Turn(
+            "env", "go to desk 1", "first\nthe desk", valid=True
+        ),
         "<THINK>upper</THINK><Action>look</Action>": Turn("env", "look", "upper", valid=True),
         "<think>x</think><action>track [Apple 1]</action>": Turn("meta", "track [apple 1]", "x", "track", "apple 1", True),
         "<action>track the apple</action>": Turn("env", "track the apple", valid=True),
-        "<think>a</think><action>open the fridge</action>": Turn("env", "open the fridge", "a", reason="not an admissible command"),
+        "<think>a</think><action>open the fridge</action>": Turn(
+            "env", "open the fridge", "a", reason="not an admissible command"
+        ),
         "<action>look</action></action>": Turn("env", "look", valid=True),
         "<action><action>look</action>": Turn("env", "<action>look", reason="not an admissible command"),
         "<think><think>a</think></think><action>look</action>": Turn("env", "look", "<think>a", valid=True),

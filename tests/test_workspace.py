@@ -47,7 +47,10 @@ def test_files_a_stage_writes_are_readable_by_whoever_the_umask_allows(tmp_path:
             (directory / "adapter").mkdir()
             save_file({"w": torch.zeros(2)}, str(directory / "adapter" / "adapter_model.safetensors"))
             ws.finish("sft", {})
-        modes = {p.name: p.stat().st_mode & 0o777 for p in (directory / "stage.json", directory / "adapter" / "adapter_model.safetensors")}
+        modes = {
+            p.name: p.stat().st_mode & 0o777
+            for p in (directory / "stage.json", directory / "adapter" / "adapter_model.safetensors")
+        }
         assert modes == {"stage.json": 0o644, "adapter_model.safetensors": 0o644}
         os.umask(0o077)  # a user who keeps files private still gets private files
         atomic_write_json(tmp_path / "private.json", {})

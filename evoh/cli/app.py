@@ -56,8 +56,12 @@ def _root(
     """Pipeline: collect → refine → sft → grpo → eval → export, each reading and writing a workspace directory."""
 
 
-app.command("games", help="Count a world's games per split and task type (ALFWorld: and list every unplayable one).")(guarded(games.games))
-app.command("play", help="Play one game (ALFWorld or MiniHouse) in the terminal, or replay a file of commands.")(guarded(play.play))
+app.command("games", help="Count a world's games per split and task type (ALFWorld: and list every unplayable one).")(
+    guarded(games.games)
+)
+app.command("play", help="Play one game (ALFWorld or MiniHouse) in the terminal, or replay a file of commands.")(
+    guarded(play.play)
+)
 app.command("collect", help="Play teacher episodes on a split and write WS/collect/ (resumable).")(guarded(collect.collect))
 app.command("refine", help="Turn teacher episodes into SFT train/val files in the chat format TRL reads.")(guarded(refine.refine))
 app.command("sft", help="Stage one: LoRA/QLoRA fine-tuning on WS/refine/ with TRL's SFTTrainer (resumable).")(guarded(sft.sft))
@@ -70,11 +74,17 @@ app.command("export", help="Merge the trained adapter into full weights: a model
     guarded(export.export)
 )
 app.command("report", help="Put eval runs side by side: a table, a PNG chart and a Markdown file.")(guarded(report.report))
-app.command("show", help="List a file's episodes (filter them, write their game list), or print one turn by turn.")(guarded(show.show))
+app.command("show", help="List a file's episodes (filter them, write their game list), or print one turn by turn.")(
+    guarded(show.show)
+)
 app.command("view", help="Write one HTML page of runs' episodes, turn by turn, side by side game by game.")(guarded(view.view))
-app.command("run", help="Run a recipe's pipeline end to end, skipping stages already done with its settings.")(guarded(run_cmd.run))
+app.command("run", help="Run a recipe's pipeline end to end, skipping stages already done with its settings.")(
+    guarded(run_cmd.run)
+)
 model_app = typer.Typer(help="Local base models.", no_args_is_help=True)
-model_app.command("init", help="Build a small Qwen3 model with a BPE tokenizer trained on its world's text (ALFWorld or MiniHouse).")(guarded(model.init))
+model_app.command(
+    "init", help="Build a small Qwen3 model with a BPE tokenizer trained on its world's text (ALFWorld or MiniHouse)."
+)(guarded(model.init))
 model_app.command("import", help="A GGUF checkpoint as a model directory (fp32 safetensors, tokenizer) that every stage takes.")(
     guarded(model.import_)
 )

@@ -34,7 +34,13 @@ from evoh.cli.tables import summary_table, who_played
 def collect(
     workspace: WorkspaceOption,
     teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
-    label_with: Annotated[str | None, typer.Option("--label-with", help="expert: the expert also answers every turn the player reaches, and refine trains on its answers (DAgger).")] = None,
+    label_with: Annotated[
+        str | None,
+        typer.Option(
+            "--label-with",
+            help="expert: the expert also answers every turn the player reaches, and refine trains on its answers (DAgger).",
+        ),
+    ] = None,
     split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
     limit: LimitOption = None,
     spread: SpreadOption = None,
@@ -60,10 +66,25 @@ def collect(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, collect__policy=teacher, collect__label=label_with, collect__split=split, collect__limit=limit, collect__spread=spread, collect__games=games, env__workers=workers,
-        harness__mode=mode, collect__seed=seed, env__max_steps=max_steps, collect__bank=bank,
-        collect__freeze_bank=freeze_bank, env__data=data, env__kind=kind,
-        model__model=model, model__base_url=base_url, model__adapter=adapter,
+        recipe,
+        sets,
+        collect__policy=teacher,
+        collect__label=label_with,
+        collect__split=split,
+        collect__limit=limit,
+        collect__spread=spread,
+        collect__games=games,
+        env__workers=workers,
+        harness__mode=mode,
+        collect__seed=seed,
+        env__max_steps=max_steps,
+        collect__bank=bank,
+        collect__freeze_bank=freeze_bank,
+        env__data=data,
+        env__kind=kind,
+        model__model=model,
+        model__base_url=base_url,
+        model__adapter=adapter,
     )
     with episode_bar("collect") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)

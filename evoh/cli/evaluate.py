@@ -67,18 +67,41 @@ def evaluate(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, eval__policy=policy, eval__split=split, eval__limit=limit, eval__spread=spread, eval__games=games, harness__mode=mode,
-        harness__belief=_off(no_belief), harness__plan=_off(no_plan), harness__experience=_off(no_experience),
-        eval__bank=bank, eval__freeze_bank=freeze_bank, eval__name=name, env__workers=workers,
-        env__max_steps=max_steps, eval__seed=seed, env__data=data, env__kind=kind,
-        model__model=model, model__base_url=base_url, model__adapter=adapter,
+        recipe,
+        sets,
+        eval__policy=policy,
+        eval__split=split,
+        eval__limit=limit,
+        eval__spread=spread,
+        eval__games=games,
+        harness__mode=mode,
+        harness__belief=_off(no_belief),
+        harness__plan=_off(no_plan),
+        harness__experience=_off(no_experience),
+        eval__bank=bank,
+        eval__freeze_bank=freeze_bank,
+        eval__name=name,
+        env__workers=workers,
+        env__max_steps=max_steps,
+        eval__seed=seed,
+        env__data=data,
+        env__kind=kind,
+        model__model=model,
+        model__base_url=base_url,
+        model__adapter=adapter,
     )
     with episode_bar("eval") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)
     if as_json:
         print_json(summary)
     else:
-        stdout_console().print(summary_table(summary, f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, {who_played(summary['policy'])}"))
+        stdout_console().print(
+            summary_table(
+                summary,
+                f"eval {summary['name']}: {summary['split']}, {summary['protocol']['mode']} harness, "
+                f"{who_played(summary['policy'])}",
+            )
+        )
     failure = errored_run(summary, f"eval {summary['name']}")
     if failure:  # after the results: a script reads them, and the exit status says a rerun has work to do
         raise failure

@@ -18,7 +18,8 @@ def games(
     data: DataOption = None,
     kind: KindOption = None,
     split: Annotated[
-        str, typer.Option("--split", "-s", help="One split (train, valid_seen, valid_unseen, or an eval_* alias); all by default.")
+        str,
+        typer.Option("--split", "-s", help="One split (train, valid_seen, valid_unseen, or an eval_* alias); all by default."),
     ] = "",
     recipe: RecipeOption = None,
     sets: SetOption = None,
@@ -35,7 +36,9 @@ def games(
             if split:
                 raise
     if not found:
-        raise EvohError(f"no ALFWorld splits under {root}", hint="point --data or ALFWORLD_DATA at the folder holding json_2.1.1/")
+        raise EvohError(
+            f"no ALFWorld splits under {root}", hint="point --data or ALFWORLD_DATA at the folder holding json_2.1.1/"
+        )
     grammars = sorted({g for result in found.values() for g in result.grammars()})
     report = {
         "kind": env.kind,
@@ -63,7 +66,11 @@ def _print_table(report: dict) -> None:
     from rich.table import Table
 
     out = stdout_console()
-    world = "MiniHouse games of size " + report["data"].partition(":")[2] if report["kind"] == "minihouse" else f"ALFWorld games in {report['data']}"
+    world = (
+        "MiniHouse games of size " + report["data"].partition(":")[2]
+        if report["kind"] == "minihouse"
+        else f"ALFWorld games in {report['data']}"
+    )
     table = Table(title=f"{world} (grammar {report['grammar']})", title_justify="left")
     table.add_column("split", no_wrap=True)
     for short in TASK_TYPES.values():

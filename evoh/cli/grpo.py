@@ -26,12 +26,23 @@ from evoh.errors import RUN_FAILED, EvohError
 
 def grpo(
     workspace: WorkspaceOption,
-    start: Annotated[str | None, typer.Option("--from", help="sft: continue WS/sft/adapter (or a fresh one on WS/sft/model); none: a fresh adapter on --model.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Base model directory (default: the one sft trained).")] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="sft: continue WS/sft/adapter (or a fresh one on WS/sft/model); none: a fresh adapter on --model."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Base model directory (default: the one sft trained).")
+    ] = None,
     updates: Annotated[int | None, typer.Option("--updates", min=1, help="Policy updates (paper: 150).")] = None,
-    tasks_per_update: Annotated[int | None, typer.Option("--tasks-per-update", min=1, help="Train games per update (paper: 16).")] = None,
+    tasks_per_update: Annotated[
+        int | None, typer.Option("--tasks-per-update", min=1, help="Train games per update (paper: 16).")
+    ] = None,
     group_size: Annotated[int | None, typer.Option("--group-size", min=2, help="Rollouts per game (paper: 8).")] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Horizon; every turn spends a step (paper: 70).")] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, help="Horizon; every turn spends a step (paper: 70).")
+    ] = None,
     lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (paper: 1e-6).")] = None,
     kl: Annotated[float | None, typer.Option("--kl", min=0.0, help="KL coefficient to the reference (paper: 0.01).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in grpo/checkpoints/.")] = False,
@@ -47,8 +58,20 @@ def grpo(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, grpo__start=start, grpo__model=model, grpo__updates=updates, grpo__tasks_per_update=tasks_per_update,
-        grpo__group_size=group_size, grpo__max_steps=max_steps, grpo__lr=lr, grpo__kl=kl, grpo__bank=bank, env__workers=workers, env__data=data, env__kind=kind,
+        recipe,
+        sets,
+        grpo__start=start,
+        grpo__model=model,
+        grpo__updates=updates,
+        grpo__tasks_per_update=tasks_per_update,
+        grpo__group_size=group_size,
+        grpo__max_steps=max_steps,
+        grpo__lr=lr,
+        grpo__kl=kl,
+        grpo__bank=bank,
+        env__workers=workers,
+        env__data=data,
+        env__kind=kind,
     )
     errors = RolloutErrors()
     with update_display(errors) as callbacks:
@@ -91,7 +114,10 @@ class RolloutErrors:
         also = f"; {self.validation} validation episodes did too" if self.validation else ""
         return EvohError(
             f"grpo: {self.errors} of {self.rollouts} rollouts ended in errors and were left out of training{also}",
-            hint=f"the adapter is saved; {workspace}/grpo/rollouts.jsonl holds each error; if they recur, check the engine (env.step_timeout, env.workers) or the model",
+            hint=(
+                f"the adapter is saved; {workspace}/grpo/rollouts.jsonl holds each error; "
+                "if they recur, check the engine (env.step_timeout, env.workers) or the model"
+            ),
             exit_code=RUN_FAILED,
         )
 
@@ -109,10 +135,20 @@ def update_display(errors: RolloutErrors | None = None) -> Iterator[object]:
     console = stderr_console()
     quiet = not is_main_process()
     ticker = None if quiet or console.is_terminal else PhaseTicker("grpo", console)
-    with Progress(
-        TextColumn("grpo"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-        TextColumn("{task.fields[phase]}"), console=console, disable=quiet or not console.is_terminal,
-    ) as bar, ticker or contextlib.nullcontext():
+    with (
+        Progress(
+            TextColumn("grpo"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[phase]}"),
+            console=console,
+            disable=quiet or not console.is_terminal,
+        ) as bar,
+        ticker or contextlib.nullcontext(),
+    ):
         task = bar.add_task("updates", total=None, phase="")
         total = 0
 

@@ -46,4 +46,7 @@ def import_(
     if as_json:
         print_json(info)
     else:
-        typer.echo(f"{info['architecture']}, {info['parameters']:,} parameters, vocabulary {info['vocab']}, chat template: {info['chat_template']}: {info['path']}")
+        typer.echo(
+            f"{info['architecture']}, {info['parameters']:,} parameters, vocabulary {info['vocab']}, "
+            f"chat template: {info['chat_template']}: {info['path']}"
+        )

@@ -16,7 +16,15 @@ from evoh.errors import EvohError
 
 
 def play(
-    game: Annotated[str, typer.Argument(help="A task id (valid_seen/<game>/<trial>; MiniHouse: valid_seen/heat-00003), SPLIT:INDEX, or an ALFWorld trial folder.")],
+    game: Annotated[
+        str,
+        typer.Argument(
+            help=(
+                "A task id (valid_seen/<game>/<trial>; MiniHouse: valid_seen/heat-00003), SPLIT:INDEX, "
+                "or an ALFWorld trial folder."
+            )
+        ),
+    ],
     data: DataOption = None,
     kind: KindOption = None,
     recipe: RecipeOption = None,

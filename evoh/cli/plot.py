@@ -26,7 +26,15 @@ def plot(
     typer.echo(
         f"{result['updates']} updates: meta-actions per episode {meta['first']:.2f} -> {meta['last']:.2f}, "
         f"rollout success {100 * success['first']:.1f}% -> {100 * success['last']:.1f}%"
-        + (f" (greedy {100 * greedy['first']:.1f}% -> {100 * greedy['last']:.1f}%)" if (greedy := result["greedy_success"]) else "")
-        + (f"; drift on held-out responses: argmax changed {100 * drift['last']['flips']:.2f}%, KL {drift['last']['kl']:.4f}" if (drift := result["drift"]) else "")
+        + (
+            f" (greedy {100 * greedy['first']:.1f}% -> {100 * greedy['last']:.1f}%)"
+            if (greedy := result["greedy_success"])
+            else ""
+        )
+        + (
+            f"; drift on held-out responses: argmax changed {100 * drift['last']['flips']:.2f}%, KL {drift['last']['kl']:.4f}"
+            if (drift := result["drift"])
+            else ""
+        )
     )
     typer.echo(f"wrote {result['annealing']} and {result['success']}")

@@ -75,7 +75,9 @@ class PhaseTicker:
             with self.lock:
                 what, since = self.current, self.since
             if what:
-                self.console.print(f"{self.label} {what}: still, {(time.monotonic() - since) / 60:.1f} min", markup=False, highlight=False)
+                self.console.print(
+                    f"{self.label} {what}: still, {(time.monotonic() - since) / 60:.1f} min", markup=False, highlight=False
+                )
 
 
 @contextlib.contextmanager
@@ -94,9 +96,16 @@ def episode_bar(label: str) -> Iterator[object]:
     console = stderr_console()
     beat = None if console.is_terminal else Heartbeat(label, console)
     with Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("won {task.fields[won]}"),
-        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-        console=console, disable=not console.is_terminal,
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("won {task.fields[won]}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
     ) as bar:
         task = bar.add_task("episodes", total=None, won=0, rate="")
         won, start, played = 0, time.monotonic(), 0

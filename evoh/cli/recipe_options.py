@@ -20,19 +20,31 @@ LimitOption = Annotated[
 ]
 SpreadOption = Annotated[
     bool | None,
-    typer.Option("--spread/--first", help="With --limit: N games spread over every task type (default), or the first N in id order."),
+    typer.Option(
+        "--spread/--first", help="With --limit: N games spread over every task type (default), or the first N in id order."
+    ),
 ]
 GamesOption = Annotated[
-    str | None, typer.Option("--games", help="A file of task ids, one per line (task.id in episodes.jsonl): only those games of the split."),
+    str | None,
+    typer.Option("--games", help="A file of task ids, one per line (task.id in episodes.jsonl): only those games of the split."),
 ]
 WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
 ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]
 MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")]
-BankOption = Annotated[str | None, typer.Option("--bank", help="Start from this Experience bank: a bank.json, or collect / grpo for that stage's bank in the workspace.")]
+BankOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bank", help="Start from this Experience bank: a bank.json, or collect / grpo for that stage's bank in the workspace."
+    ),
+]
 FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-DataOption = Annotated[str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA, else ~/.cache/alfworld).")]
-KindOption = Annotated[str | None, typer.Option("--kind", help="The world (env.kind): alfworld, or minihouse (procedural, no data needed).")]
+DataOption = Annotated[
+    str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA, else ~/.cache/alfworld).")
+]
+KindOption = Annotated[
+    str | None, typer.Option("--kind", help="The world (env.kind): alfworld, or minihouse (procedural, no data needed).")
+]
 
 
 def resolve(recipe: Path | None, sets: list[str] | None, **options: Any) -> Recipe:

@@ -18,7 +18,9 @@ def refine(
     ] = None,
     min_score: Annotated[float | None, typer.Option("--min-score", help="Keep episodes scoring at least this (1: won).")] = None,
     max_turns: Annotated[int | None, typer.Option("--max-turns", min=0, help="Drop longer episodes (0: no cap).")] = None,
-    max_prompt_chars: Annotated[int | None, typer.Option("--max-prompt-chars", min=0, help="Drop turns with longer prompts.")] = None,
+    max_prompt_chars: Annotated[
+        int | None, typer.Option("--max-prompt-chars", min=0, help="Drop turns with longer prompts.")
+    ] = None,
     val_fraction: Annotated[float | None, typer.Option("--val-fraction", min=0.0, max=0.9, help="Episodes held out.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of the train/val split.")] = None,
     recipe: RecipeOption = None,
@@ -29,8 +31,13 @@ def refine(
     from evoh.workspace import Workspace
 
     resolved = resolve(
-        recipe, sets, refine__min_score=min_score, refine__max_turns=max_turns,
-        refine__max_prompt_chars=max_prompt_chars, refine__val_fraction=val_fraction, refine__seed=seed,
+        recipe,
+        sets,
+        refine__min_score=min_score,
+        refine__max_turns=max_turns,
+        refine__max_prompt_chars=max_prompt_chars,
+        refine__val_fraction=val_fraction,
+        refine__seed=seed,
     )
     report = stage.run(resolved, Workspace(workspace), inputs)
     counts = {"episodes": report["episodes"], "turns": report["turns"]}

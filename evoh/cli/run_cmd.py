@@ -16,7 +16,9 @@ def run(
     recipe: Annotated[Path, typer.Argument(help="The TOML recipe; its run section names the stages.")],
     workspace: WorkspaceOption,
     sets: SetOption = None,
-    last: Annotated[str | None, typer.Option("--until", help="Stop after this stage of the recipe's (e.g. sft); a later run skips it.")] = None,
+    last: Annotated[
+        str | None, typer.Option("--until", help="Stop after this stage of the recipe's (e.g. sft); a later run skips it.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
@@ -33,7 +35,9 @@ def run(
     err = stderr_console()
 
     def on_stage(name: str, runs: bool) -> None:
-        err.print(f"[bold]{name}[/]: {'running' if runs else 'done before with these settings, skipped'}", markup=True, highlight=False)
+        err.print(
+            f"[bold]{name}[/]: {'running' if runs else 'done before with these settings, skipped'}", markup=True, highlight=False
+        )
 
     def on_done(name: str, seconds: float) -> None:
         err.print(f"[bold]{name}[/]: finished in {seconds / 60:.1f} min", markup=True, highlight=False)

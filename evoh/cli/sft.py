@@ -21,7 +21,8 @@ def sft(
     workspace: WorkspaceOption,
     model: Annotated[str | None, typer.Option("--model", "-m", help="The base model directory.")] = None,
     full: Annotated[
-        bool | None, typer.Option("--full", help="Train every weight (sft/model/) instead of a LoRA adapter: for a small random base.")
+        bool | None,
+        typer.Option("--full", help="Train every weight (sft/model/) instead of a LoRA adapter: for a small random base."),
     ] = None,
     lora_r: Annotated[int | None, typer.Option("--lora-r", min=1, help="LoRA rank (paper: 64).")] = None,
     lora_alpha: Annotated[int | None, typer.Option("--lora-alpha", min=1, help="LoRA alpha (paper: 128).")] = None,
@@ -43,8 +44,18 @@ def sft(
     from evoh.workspace import TRAINED_WEIGHTS, Workspace
 
     resolved = resolve(
-        recipe, sets, sft__model=model, sft__full=full, sft__lora_r=lora_r, sft__lora_alpha=lora_alpha, sft__target=target,
-        sft__load_in_4bit=load_in_4bit, sft__train_embeddings=train_embeddings, sft__epochs=epochs, sft__max_steps=max_steps, sft__lr=lr,
+        recipe,
+        sets,
+        sft__model=model,
+        sft__full=full,
+        sft__lora_r=lora_r,
+        sft__lora_alpha=lora_alpha,
+        sft__target=target,
+        sft__load_in_4bit=load_in_4bit,
+        sft__train_embeddings=train_embeddings,
+        sft__epochs=epochs,
+        sft__max_steps=max_steps,
+        sft__lr=lr,
     )
     result = stage.run(resolved, Workspace(workspace), resume=resume)
     if not is_main_process():
@@ -54,6 +65,9 @@ def sft(
     else:
         eval_loss = f", validation loss {result['eval_loss']:.4f}" if "eval_loss" in result else ""
         weights = TRAINED_WEIGHTS[resolved.sft.full]
-        typer.echo(f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; {weights} in {workspace}/sft/{weights}")
+        typer.echo(
+            f"sft: {result['global_step']} steps, training loss {result['train_loss']:.4f}{eval_loss}; "
+            f"{weights} in {workspace}/sft/{weights}"
+        )
         if "val_actions" in result:
             stdout_console().print(action_table(result["val_actions"]))

@@ -75,7 +75,8 @@ def _print_index(rows: list[dict[str, Any]], total: int, superseded: int, filter
     """One line per episode, then what the lines add up to."""
     width = max([len("id"), *(len(r["id"]) for r in rows)])
     typer.echo(
-        f"{'#':>4}  {'id':<{width}}  {'type':<5}  {'outcome':<7}  {'turns':>5}  {'steps':>5}  {'invalid':>7}  {'meta':>4}  track/commit/recall/note"
+        f"{'#':>4}  {'id':<{width}}  {'type':<5}  {'outcome':<7}  {'turns':>5}  {'steps':>5}  "
+        f"{'invalid':>7}  {'meta':>4}  track/commit/recall/note"
     )
     for r in rows:
         usage = "/".join(str(n) for n in r["meta"].values())
@@ -99,7 +100,8 @@ def _header(record: dict[str, Any]) -> None:
 
     result = {"won": "WON", "lost": "not won", "error": "ERROR"}[outcome(record)]
     typer.echo(
-        f"episode {record['task']['id']} ({short_type(record['task']['task_type'])}): {result} in {record['env_steps']} env steps, "
+        f"episode {record['task']['id']} ({short_type(record['task']['task_type'])}): "
+        f"{result} in {record['env_steps']} env steps, "
         f"{record['turns']} turns, {record['meta_actions']} meta-actions, {record['invalid_actions']} invalid"
     )
     typer.echo(f"objective: {record['objective']}")

@@ -20,7 +20,9 @@ def who_played(policy: dict[str, Any]) -> str:
     if sampling.get("guided"):
         decoding += ", guided"
     if kind == "local":
-        weights = "/".join(Path(policy["model"]).parts[-2:]) + (" + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else "")
+        weights = "/".join(Path(policy["model"]).parts[-2:]) + (
+            " + " + "/".join(Path(policy["adapter"]).parts[-2:]) if policy.get("adapter") else ""
+        )
         dtype = f", {policy['dtype']}" if "dtype" in policy else ""  # records older than the field do not say
         return f"local {weights}{dtype}, {decoding}"
     return f"{kind} {policy.get('model', '')}, {decoding}"
@@ -44,11 +46,15 @@ def summary_table(summary: dict[str, Any], title: str):
     usage = ", ".join(f"{verb} {meta[verb]['attempted']:.2f}" for verb in META_VERBS)
     table.caption = (
         f"{played_of_requested(summary)}\n"
-        f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, meta-actions {summary['meta_actions']:.2f} per episode "
-        f"({usage}){won_meta(summary)}{idle_meta(summary)}; invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
+        f"env steps {summary['env_steps']:.1f}, turns {summary['turns']:.1f}, "
+        f"meta-actions {summary['meta_actions']:.2f} per episode ({usage}){won_meta(summary)}{idle_meta(summary)}; "
+        f"invalid {100 * summary['invalid_rate']:.1f}% of turns; errors {summary['errors']}"
     )
     if "label_agreement" in summary:
-        table.caption += f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% of {summary['labelled_turns']} turns"
+        table.caption += (
+            f"; the player did what its labeller answered on {100 * summary['label_agreement']:.1f}% "
+            f"of {summary['labelled_turns']} turns"
+        )
     table.caption_justify = "left"
     return table
 
@@ -86,7 +92,16 @@ def report_table(result: dict[str, Any]):
     for column in ("run", "split", *COLUMNS, "avg", "env steps", "meta/ep", "meta/won", "idle/ep", "vs first"):
         table.add_column(column, justify="left" if column in ("run", "split") else "right")
     for row in result["rows"]:
-        table.add_row(row["run"], row["split"], *success_cells(row), f"{row['env_steps']:.1f}", f"{row['meta']:.2f}", cell(row["meta_won"], 2), cell(row["meta_idle"], 2), versus_cell(row, detail=False))
+        table.add_row(
+            row["run"],
+            row["split"],
+            *success_cells(row),
+            f"{row['env_steps']:.1f}",
+            f"{row['meta']:.2f}",
+            cell(row["meta_won"], 2),
+            cell(row["meta_idle"], 2),
+            versus_cell(row, detail=False),
+        )
     table.caption = "vs first: games won and lost against the first run on the same split (exact McNemar p)\n"
     table.caption += f"chart: {result['png']}   markdown: {result['markdown']}"
     table.caption_justify = "left"

@@ -14,7 +14,10 @@ def view(
     runs: Annotated[
         list[Path],
         typer.Argument(
-            help="Eval run folders (WS/eval/<name>), WS/collect, or their episodes files; two or more are shown side by side game by game."
+            help=(
+                "Eval run folders (WS/eval/<name>), WS/collect, or their episodes files; "
+                "two or more are shown side by side game by game."
+            )
         ),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="The HTML file to write.")] = Path("view.html"),
@@ -35,5 +38,6 @@ def view(
         return
     shown = ", ".join(f"{r['label']} ({r['episodes']} episodes)" for r in result["runs"])
     typer.echo(
-        f"wrote {out} ({result['bytes'] / 1e6:.1f} MB): {result['games']} games of {shown}; open {out.resolve().as_uri()} in a browser"
+        f"wrote {out} ({result['bytes'] / 1e6:.1f} MB): {result['games']} games of {shown}; "
+        f"open {out.resolve().as_uri()} in a browser"
     )

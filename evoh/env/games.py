@@ -99,7 +99,7 @@ def data_root(data: str | Path | None = None) -> Path:
             raise EvohError(
                 f"no ALFWorld data: --data and ALFWORLD_DATA are not set and {home} holds no json_2.1.1/",
                 hint="run `alfworld-download` (it fills ~/.cache/alfworld), or pass --data DIR / set ALFWORLD_DATA "
-                "to a folder holding json_2.1.1/; MiniHouse needs no data (env.kind = \"minihouse\")",
+                'to a folder holding json_2.1.1/; MiniHouse needs no data (env.kind = "minihouse")',
             )
         return home.resolve()
     root = Path(value).expanduser()
@@ -207,7 +207,9 @@ def read_game_list(path: str | Path) -> list[str]:
     try:
         lines = file.read_text().splitlines()
     except OSError as error:
-        raise EvohError(f"cannot read the game list {file}: {error.strerror}", hint="give a text file with one task id per line") from None
+        raise EvohError(
+            f"cannot read the game list {file}: {error.strerror}", hint="give a text file with one task id per line"
+        ) from None
     ids = [line.split("#", 1)[0].strip() for line in lines]
     ids = [i for i in ids if i]
     if not ids:
@@ -216,16 +218,23 @@ def read_game_list(path: str | Path) -> list[str]:
 
 
 def load_tasks(
-    split: str, data: str | Path | None = None, limit: int | None = None, spread: bool = False,
-    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+    split: str,
+    data: str | Path | None = None,
+    limit: int | None = None,
+    spread: bool = False,
+    types: list[str] | tuple[str, ...] = (),
+    ids: list[str] | tuple[str, ...] = (),
 ) -> list[Task]:
     """``limit`` playable ALFWorld games of a split (all when None); see ``select_games``."""
     return select_games(discover(split, data), limit, spread, types, ids).tasks
 
 
 def select_games(
-    games: SplitGames, limit: int | None = None, spread: bool = False,
-    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+    games: SplitGames,
+    limit: int | None = None,
+    spread: bool = False,
+    types: list[str] | tuple[str, ...] = (),
+    ids: list[str] | tuple[str, ...] = (),
 ) -> Selection:
     """``limit`` of a split's games in id order: the first ones, or with ``spread`` ones evenly spaced over the
     split, which (ids start with the task type) covers every task type. ``types`` (short or long names) and
@@ -239,8 +248,12 @@ def select_games(
         unknown = [i for i in dict.fromkeys(ids) if i not in known]
         if unknown:
             raise EvohError(
-                f"{len(unknown)} of the listed games are not playable {split} games{' of the chosen types' if wanted else ''} (first: {unknown[0]})",
-                hint=f"list task ids of the {split} split as episodes.jsonl writes them, or pass the split they belong to (--split)",
+                f"{len(unknown)} of the listed games are not playable {split} games{' of the chosen types' if wanted else ''} "
+                f"(first: {unknown[0]})",
+                hint=(
+                    f"list task ids of the {split} split as episodes.jsonl writes them, "
+                    "or pass the split they belong to (--split)"
+                ),
             )
         listed = set(ids)
         chosen = [g for g in chosen if g.id in listed]

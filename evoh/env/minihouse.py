@@ -28,9 +28,24 @@ GAME_PREFIX = "minihouse:"
 
 # receptacle type -> can be opened and closed
 RECEPTACLES: dict[str, bool] = {
-    "armchair": False, "bed": False, "cabinet": True, "coffeetable": False, "countertop": False, "desk": False,
-    "diningtable": False, "drawer": True, "dresser": False, "fridge": True, "garbagecan": False, "microwave": True,
-    "safe": True, "shelf": False, "sidetable": False, "sinkbasin": False, "sofa": False, "toilet": False,
+    "armchair": False,
+    "bed": False,
+    "cabinet": True,
+    "coffeetable": False,
+    "countertop": False,
+    "desk": False,
+    "diningtable": False,
+    "drawer": True,
+    "dresser": False,
+    "fridge": True,
+    "garbagecan": False,
+    "microwave": True,
+    "safe": True,
+    "shelf": False,
+    "sidetable": False,
+    "sinkbasin": False,
+    "sofa": False,
+    "toilet": False,
 }
 MULTIPLE = ("cabinet", "drawer", "shelf", "countertop", "sidetable")  # types a room may hold several of
 APPLIANCE = {"clean": "sinkbasin", "heat": "microwave", "cool": "fridge"}
@@ -71,7 +86,22 @@ OBJECTS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "spraybottle": (frozenset(), ("cabinet", "toilet", "garbagecan", "countertop")),
     "toiletpaper": (frozenset(), ("toilet", "cabinet", "shelf", "drawer")),
 }
-LOOKABLE = ("book", "pen", "pencil", "cd", "cellphone", "keychain", "creditcard", "remotecontrol", "alarmclock", "vase", "watch", "statue", "mug", "bowl")
+LOOKABLE = (
+    "book",
+    "pen",
+    "pencil",
+    "cd",
+    "cellphone",
+    "keychain",
+    "creditcard",
+    "remotecontrol",
+    "alarmclock",
+    "vase",
+    "watch",
+    "statue",
+    "mug",
+    "bowl",
+)
 STATE_WORD = {"clean": "clean", "heat": "hot", "cool": "cool"}
 _UNSEEN_SHARE = 5  # one layout in this many belongs to valid_unseen only
 VALID_SPLITS = ("valid_seen", "valid_unseen")
@@ -88,11 +118,17 @@ class HouseSize:
     def problem(self) -> str | None:
         """Why no game of this size can be laid out, or None."""
         if not 4 <= self.receptacles <= 40:
-            return f"receptacles = {self.receptacles} must be from 4 to 40 (the task needs an object's place, a target, an appliance and a lamp's table)"
+            return (
+                f"receptacles = {self.receptacles} must be from 4 to 40 "
+                "(the task needs an object's place, a target, an appliance and a lamp's table)"
+            )
         if not 0 <= self.objects <= 60:
             return f"objects = {self.objects} must be from 0 to 60"
         if not 0 <= self.distractors <= self.objects:
-            return f"distractors = {self.distractors} must be from 0 to objects ({self.objects}): distractors are some of the objects"
+            return (
+                f"distractors = {self.distractors} must be from 0 to objects ({self.objects}): "
+                "distractors are some of the objects"
+            )
         return None
 
     def spec(self) -> str:
@@ -166,7 +202,11 @@ def _goal(rng: random.Random, short: str) -> tuple[str, str | None, str, int, st
     kinds = [o for o, (states, _) in OBJECTS.items() if state is None or state in states]
     obj = rng.choice(kinds)
     homes = OBJECTS[obj][1]
-    targets = [t for t in (*homes, "countertop", "shelf", "diningtable", "sidetable", "cabinet", "dresser", "desk") if t != APPLIANCE.get(state)]
+    targets = [
+        t
+        for t in (*homes, "countertop", "shelf", "diningtable", "sidetable", "cabinet", "dresser", "desk")
+        if t != APPLIANCE.get(state)
+    ]
     target = rng.choice(sorted(set(targets)))
     if short == "pick2":
         text = rng.choice([f"put two {obj} in {target}.", f"find two {obj} and put them in {target}."])
@@ -232,7 +272,14 @@ def generate(split: str, task_type: str, index: int, size: HouseSize) -> House:
         things.append(new(kind, where))
     locs = rng.sample(range(1, 3 * len(names) + 1), len(names))
     return House(
-        task_type=task_type, goal=text, object=obj, target=target, state=state, count=count,
-        receptacles=listing_order(names), openable={n: RECEPTACLES[type_of(n)] for n in names},
-        loc=dict(zip(names, locs)), things=things,
+        task_type=task_type,
+        goal=text,
+        object=obj,
+        target=target,
+        state=state,
+        count=count,
+        receptacles=listing_order(names),
+        openable={n: RECEPTACLES[type_of(n)] for n in names},
+        loc=dict(zip(names, locs)),
+        things=things,
     )

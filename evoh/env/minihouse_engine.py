@@ -139,7 +139,11 @@ class HouseEngine(CheckedEngine):
             return lamps_on and self._held is not None and type_of(self._held) == house.object
         state = STATE_WORD[house.state] if house.state else None
         placed = [
-            t for t in self._things.values()
-            if type_of(t.name) == house.object and t.where and type_of(t.where) == house.target and (state is None or state in t.states)
+            t
+            for t in self._things.values()
+            if type_of(t.name) == house.object
+            and t.where
+            and type_of(t.where) == house.target
+            and (state is None or state in t.states)
         ]
         return len(placed) >= house.count

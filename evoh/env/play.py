@@ -24,7 +24,7 @@ class Transcript:
     def goal(self) -> str:
         marker = "Your task is to:"
         text = self.start.observation
-        return text[text.index(marker) + len(marker):].strip() if marker in text else ""
+        return text[text.index(marker) + len(marker) :].strip() if marker in text else ""
 
     def to_dict(self) -> dict:
         return {

@@ -56,24 +56,39 @@ def discover_games(env: EnvConfig, split: str) -> SplitGames:
     size, m = house_size(env), env.minihouse
     per_type = m.train_games if split == "train" else m.valid_games
     tasks = [
-        Task(id=minihouse.game_id(split, long, i), split=split, task_type=long,
-             game_file=minihouse.game_file(split, long, i, size), grammar="2.1.1", kind="minihouse")
-        for long in TASK_TYPES for i in range(per_type)
+        Task(
+            id=minihouse.game_id(split, long, i),
+            split=split,
+            task_type=long,
+            game_file=minihouse.game_file(split, long, i, size),
+            grammar="2.1.1",
+            kind="minihouse",
+        )
+        for long in TASK_TYPES
+        for i in range(per_type)
     ]
     return SplitGames(split=split, directory=Path(f"minihouse/{split}"), tasks=sorted(tasks, key=lambda t: t.id))
 
 
 def load_games(
-    env: EnvConfig, split: str, limit: int | None = None, spread: bool = False,
-    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+    env: EnvConfig,
+    split: str,
+    limit: int | None = None,
+    spread: bool = False,
+    types: list[str] | tuple[str, ...] = (),
+    ids: list[str] | tuple[str, ...] = (),
 ) -> list[Task]:
     """``limit`` playable games of a split in id order (see ``choose_games``)."""
     return choose_games(env, split, limit, spread, types, ids).tasks
 
 
 def choose_games(
-    env: EnvConfig, split: str, limit: int | None = None, spread: bool = False,
-    types: list[str] | tuple[str, ...] = (), ids: list[str] | tuple[str, ...] = (),
+    env: EnvConfig,
+    split: str,
+    limit: int | None = None,
+    spread: bool = False,
+    types: list[str] | tuple[str, ...] = (),
+    ids: list[str] | tuple[str, ...] = (),
 ) -> Selection:
     """``limit`` games of a split in id order, and the damaged ones among them, skipped with a warning (see
     ``games.select_games`` for ``spread``, ``types`` and ``ids``)."""

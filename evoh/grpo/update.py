@@ -89,7 +89,13 @@ def play_update(state: TrainState, policy, pool, settings: EpisodeSettings, bank
 
 
 def run_update(
-    state: TrainState, generators: Generators, pool, settings: EpisodeSettings, bank: Bank, tasks: list[Task], update: int,
+    state: TrainState,
+    generators: Generators,
+    pool,
+    settings: EpisodeSettings,
+    bank: Bank,
+    tasks: list[Task],
+    update: int,
     on_phase: Callable[[str], None] = lambda phase: None,
 ) -> tuple[dict[str, Any], Bank, list[dict[str, Any]]]:
     """One whole update: (its line of metrics.jsonl, the bank consolidated from its episodes, its rollouts.jsonl lines);

@@ -230,9 +230,10 @@ class Belief:
             "location": self.location,
             "inventory": list(self.inventory),
             "visited": list(self.visited),
-            "objects": {n: {"where": o.where, "step": o.step, "states": sorted(o.states)} for n, o in sorted(self.objects.items())},
+            "objects": {
+                n: {"where": o.where, "step": o.step, "states": sorted(o.states)} for n, o in sorted(self.objects.items())
+            },
             "receptacles": {
-                n: {"contents": r.contents, "closed": r.closed, "visited": r.visited}
-                for n, r in sorted(self.receptacles.items())
+                n: {"contents": r.contents, "closed": r.closed, "visited": r.visited} for n, r in sorted(self.receptacles.items())
             },
         }

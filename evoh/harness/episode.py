@@ -175,9 +175,21 @@ class Episode:
         self._user = self._turn_text().render()
         allowed = tuple(v for v in META_VERBS if self.settings.mode == "inline" and getattr(self.modules, verb_module(v)))
         return TurnView(
-            self.key, self.system, self._user, self.goal, self.observation, self.admissible, self.belief,
-            self.progress, self.recalled, self.actions[-1] if self.actions else "", self.last_result, self.turns,
-            self.steps_left, allowed, tuple(self.history),
+            self.key,
+            self.system,
+            self._user,
+            self.goal,
+            self.observation,
+            self.admissible,
+            self.belief,
+            self.progress,
+            self.recalled,
+            self.actions[-1] if self.actions else "",
+            self.last_result,
+            self.turns,
+            self.steps_left,
+            allowed,
+            tuple(self.history),
         )
 
     def act(self, response: Any, label: str | None = None, tokens: TurnTokens | None = None) -> str | None:
@@ -277,7 +289,12 @@ class Episode:
             entries = tuple(self.bank.recall(turn.argument, self.settings.recall_k))
             self.recalled = entries
             self.recalled_ids += [e.id for e in entries]
-            return True, f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} recalled." if entries else "nothing relevant in experience yet."
+            return (
+                True,
+                f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} recalled."
+                if entries
+                else "nothing relevant in experience yet.",
+            )
         self.notes.append(turn.argument)
         return True, "noted for the next consolidation."
 
@@ -331,7 +348,14 @@ class Episode:
         return entries
 
     def _record(
-        self, turn: Turn, response: str, executed: bool, result: str, step: Step | None, label: str | None = None, tokens: TurnTokens | None = None
+        self,
+        turn: Turn,
+        response: str,
+        executed: bool,
+        result: str,
+        step: Step | None,
+        label: str | None = None,
+        tokens: TurnTokens | None = None,
     ) -> None:
         tag = _outcome(turn, executed, step)
         self.tokens.append(tokens)
@@ -427,7 +451,9 @@ class Episode:
 
     def record(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The episode as written to JSONL (DESIGN.md: trace, counts per verb, steps, turns, final state)."""
-        state_done = bool(self.goal and self.goal.state and any(self.goal.state in o.states for o in self.belief.objects_of(self.goal.object)))
+        state_done = bool(
+            self.goal and self.goal.state and any(self.goal.state in o.states for o in self.belief.objects_of(self.goal.object))
+        )
         return {
             "schema": RECORD_SCHEMA,
             "task": self.task.to_dict(),

@@ -34,7 +34,10 @@ TASK_WORDS = {
     "cool": ("cool", "cold", "chill", "fridge"),
     "pick": ("pick", "place", "put"),
 }
-_WHERE = re.compile(r"^(?:where (?:to find|can i find|is|are|to look for|to search for)|find|search for|locate|search) (?:the |a |an |some )?([a-z]+?)(?:s)?(?: \d+)?\??$")
+_WHERE = re.compile(
+    r"^(?:where (?:to find|can i find|is|are|to look for|to search for)|find|search for|locate|search) "
+    r"(?:the |a |an |some )?([a-z]+?)(?:s)?(?: \d+)?\??$"
+)
 _HOW = re.compile(r"^how (?:to|do i|should i) ")
 _MISTAKES = re.compile(r"\b(?:mistakes?|avoid|errors?|pitfalls?)\b")
 _TOKEN = re.compile(r"[a-z]+")
@@ -71,11 +74,16 @@ class Bank:
         try:
             data = orjson.loads(Path(path).read_bytes())
         except FileNotFoundError:
-            raise EvohError(f"experience bank {path} does not exist", hint="pass a bank.json written by evoh collect or evoh grpo") from None
+            raise EvohError(
+                f"experience bank {path} does not exist", hint="pass a bank.json written by evoh collect or evoh grpo"
+            ) from None
         except orjson.JSONDecodeError as exc:
             raise EvohError(f"{path}: not a JSON experience bank ({exc})", hint="pass a bank.json written by evoh") from None
         if not isinstance(data, dict) or data.get("schema") != BANK_SCHEMA:
-            raise EvohError(f"{path}: schema {data.get('schema') if isinstance(data, dict) else None!r} is not {BANK_SCHEMA!r}", hint="pass a bank.json written by this evoh")
+            raise EvohError(
+                f"{path}: schema {data.get('schema') if isinstance(data, dict) else None!r} is not {BANK_SCHEMA!r}",
+                hint="pass a bank.json written by this evoh",
+            )
         entries = [Entry(**e) for e in data["entries"]]
         return cls(entries, data.get("updates", 0))
 
@@ -215,7 +223,9 @@ class RuleConsolidator:
         def entry(entry_id: str, **fields: Any) -> Entry:
             if entry_id not in staged:
                 current = bank.get(entry_id)
-                staged[entry_id] = replace(current, places=dict(current.places)) if current else Entry(entry_id, evidence=0, **fields)
+                staged[entry_id] = (
+                    replace(current, places=dict(current.places)) if current else Entry(entry_id, evidence=0, **fields)
+                )
             return staged[entry_id]
 
         for record in sorted(episodes, key=lambda r: r.get("task", {}).get("id", "")):
@@ -257,9 +267,14 @@ def _mistakes(record: dict[str, Any]) -> list[str]:
     if record.get("error"):
         return lessons
     if not record.get("found_at", {}).get(obj):
-        lessons.append(f"ran out of steps before finding any {obj}: search receptacles where {obj} is usually found first, and open closed ones")
+        lessons.append(
+            f"ran out of steps before finding any {obj}: "
+            f"search receptacles where {obj} is usually found first, and open closed ones"
+        )
     elif goal.get("state") and not record.get("state_done"):
-        lessons.append(f"found {obj} but never made it {goal['state']}: take it to the {APPLIANCE[goal['state']]} before placing it")
+        lessons.append(
+            f"found {obj} but never made it {goal['state']}: take it to the {APPLIANCE[goal['state']]} before placing it"
+        )
     else:
         lessons.append(f"found {obj} but did not finish: once it is in hand, go straight to the {goal.get('target', 'target')}")
     if record.get("invalid_actions", 0) >= 3:

@@ -52,7 +52,7 @@ def goal_text(observation: str) -> str:
     marker = "Your task is to:"
     if marker not in observation:
         return ""
-    return observation[observation.index(marker) + len(marker):].strip().splitlines()[0].strip()
+    return observation[observation.index(marker) + len(marker) :].strip().splitlines()[0].strip()
 
 
 def parse_goal(text: str) -> Goal | None:

@@ -124,7 +124,10 @@ def write_game_list(rows: list[dict[str, Any]], out: Path, source: Path, filters
             len(splits),
             ", ".join(splits),
         )
-    header = f"# {len(ids)} games of {source}{f' ({filters})' if filters else ''}; play them with: evoh eval --split {splits[0]} --games {out}\n"
+    header = (
+        f"# {len(ids)} games of {source}{f' ({filters})' if filters else ''}; "
+        f"play them with: evoh eval --split {splits[0]} --games {out}\n"
+    )
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(header + "".join(f"{i}\n" for i in ids))

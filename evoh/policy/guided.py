@@ -111,13 +111,17 @@ class Vocabulary:
         stripped = [_strip_think_tags(t) for t in texts]
         # thought: anything without a '<' of its own (think tags are fine, once each)
         # the masks live where the logits do: no copy per row and step
-        thought = torch.tensor([u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool, device=device)
+        thought = torch.tensor(
+            [u and "<" not in s for u, s in zip(usable, stripped, strict=True)], dtype=torch.bool, device=device
+        )
         self.tagged = {tag: [i for i, t in enumerate(texts) if tag in t] for tag in THINK_TAGS}
         # tokens that would end the thought: the text from their first own '<' on is where the action starts
         self.openers = [(i, s[s.index("<") :]) for i, (u, s) in enumerate(zip(usable, stripped, strict=True)) if u and "<" in s]
         in_argument = [u and _argument_ok(t, closed=False) for u, t in zip(usable, texts, strict=True)]
         argument = torch.tensor(in_argument, dtype=torch.bool, device=device)
-        word = torch.tensor([ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool, device=device)
+        word = torch.tensor(
+            [ok and bool(t.strip()) for t, ok in zip(texts, in_argument, strict=True)], dtype=torch.bool, device=device
+        )
         # row 0 allows nothing (a position with only listed ids); the rest are the masks by name
         self.mask_rows = {None: 0, "thought": 1, "argument": 2, "word": 3}
         self.masks = torch.stack([torch.zeros_like(thought), thought, argument, word])
@@ -174,7 +178,9 @@ class Vocabulary:
         return found
 
 
-def allowed_tokens(vocab: Vocabulary, grammar: ActionGrammar, generated: str, openers: list[int], closing: bool = False) -> Allowed | None:
+def allowed_tokens(
+    vocab: Vocabulary, grammar: ActionGrammar, generated: str, openers: list[int], closing: bool = False
+) -> Allowed | None:
     """What may come next after ``generated``, or ``None`` when the response is complete (or already beyond
     saving, which the parser will record).
     ``openers`` are the tokens that begin an action this grammar allows (see :func:`openers_for`). ``closing``:
@@ -249,12 +255,16 @@ class GuidedActions:
             for row, token in enumerate(input_ids[:, -1].tolist()):
                 self.generated[row] += self.vocab.texts[token] if token < len(self.vocab.texts) else ""
         steps = [
-            allowed_tokens(self.vocab, grammar, self.generated[row], self.openers[row], self.budget - written <= self.reserve[row])
+            allowed_tokens(
+                self.vocab, grammar, self.generated[row], self.openers[row], self.budget - written <= self.reserve[row]
+            )
             for row, grammar in enumerate(self.grammars)
         ]
         allowed = self.vocab.allowed_matrix(steps)[:, : scores.shape[1]]
         for row, step in enumerate(steps):
-            if step is not None and not allowed[row].any():  # nothing fits: leave the row to the parser rather than sample from nothing
+            if (
+                step is not None and not allowed[row].any()
+            ):  # nothing fits: leave the row to the parser rather than sample from nothing
                 allowed[row] = True
                 step = None
             self.choices[row].append(step)

@@ -3,8 +3,9 @@
 All active episodes' prompts go through one ``generate`` call per batch (left padding, KV cache), and
 generation stops at the end of the action tag. The tokens every prompt of a batch starts with (the
 system prompt, and a game's objective within a GRPO group) are encoded once and their keys and values
-shared by the whole batch, so a batch pays for the common prefix once instead of once per episode. The model's text is never trusted: whatever it writes
-goes to the turn parser, and garbage becomes an invalid turn, not a crash.
+shared by the whole batch, so a batch pays for the common prefix once instead of once per episode. The
+model's text is never trusted: whatever it writes goes to the turn parser, and garbage becomes an invalid
+turn, not a crash.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def training_precision(wanted: str, cuda: bool, section: str) -> str:
     if wanted == "auto":
         return "bf16" if native_bf16("cuda" if cuda else "cpu") else "fp32"
     if wanted == "bf16" and cuda and not native_bf16("cuda"):
-        raise EvohError(f"{section}.precision = bf16 but this GPU does not support bf16", hint=f"use {section}.precision=auto or fp32")
+        raise EvohError(
+            f"{section}.precision = bf16 but this GPU does not support bf16", hint=f"use {section}.precision=auto or fp32"
+        )
     return wanted
 
 
@@ -85,7 +88,10 @@ def load_model(model_dir: str, adapter_dir: str = "", device: str = "auto", dtyp
         from peft import PeftModel
 
         if not (Path(adapter_dir) / "adapter_config.json").exists():
-            raise EvohError(f"{adapter_dir} is not a PEFT adapter directory", hint="pass the sft/adapter folder of a workspace; a fully fine-tuned sft/model goes to --model")
+            raise EvohError(
+                f"{adapter_dir} is not a PEFT adapter directory",
+                hint="pass the sft/adapter folder of a workspace; a fully fine-tuned sft/model goes to --model",
+            )
         # merged for inference: the same function without LoRA's extra matmuls in every layer (an evaluation
         # of the CPU recipe's GRPO adapter ran 1.26x faster); training loads its adapter elsewhere, unmerged
         model = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
@@ -126,7 +132,9 @@ class LocalPolicy:
     """Batched generation with a local model. With ``keep_tokens`` every completion carries its prompt and
     response token ids (and what guidance allowed at each token), for training on exactly what was sampled (GRPO)."""
 
-    def __init__(self, config: ModelConfig, seed: int = 0, loaded: tuple[Any, Any] | None = None, keep_tokens: bool = False) -> None:
+    def __init__(
+        self, config: ModelConfig, seed: int = 0, loaded: tuple[Any, Any] | None = None, keep_tokens: bool = False
+    ) -> None:
         import torch
 
         self.config = config
@@ -153,7 +161,13 @@ class LocalPolicy:
             "model": str(Path(c.model).resolve()),
             "adapter": str(Path(c.adapter).resolve()) if c.adapter else None,
             "weights": self._weights,
-            "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed, **({"guided": True} if c.guided else {})},
+            "sampling": {
+                "temperature": c.temperature,
+                "top_p": c.top_p,
+                "max_tokens": c.max_tokens,
+                "seed": self.seed,
+                **({"guided": True} if c.guided else {}),
+            },
             # the same weights in bf16 and fp32 can answer differently: their episodes are not one measurement
             "dtype": str(self.model.dtype).removeprefix("torch."),
         }
@@ -181,7 +195,9 @@ class LocalPolicy:
     def vocabulary(self) -> Vocabulary:
         """The text of every token, indexed for guidance: built once per policy (GRPO scores its samples with it)."""
         if self._vocabulary is None:
-            self._vocabulary = Vocabulary(self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids, self.device)
+            self._vocabulary = Vocabulary(
+                self.tokenizer, self.model.get_output_embeddings().weight.shape[0], self.stop_ids, self.device
+            )
         return self._vocabulary
 
     def _guide(self, grammars: list[ActionGrammar], prompt_width: int) -> GuidedActions:
@@ -200,8 +216,12 @@ class LocalPolicy:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         # [shared prefix][left padding][own tokens]: positions follow the mask, so the gap changes nothing
         input_ids = torch.tensor([r[:shared] + [pad] * (width - len(r) + shared) + r[shared:] for r in rows], device=self.device)
-        mask = torch.tensor([[1] * shared + [0] * (width - len(r) + shared) + [1] * (len(r) - shared) for r in rows], device=self.device)
-        sampling = {"do_sample": True, "temperature": c.temperature, "top_p": c.top_p} if c.temperature > 0 else {"do_sample": False}
+        mask = torch.tensor(
+            [[1] * shared + [0] * (width - len(r) + shared) + [1] * (len(r) - shared) for r in rows], device=self.device
+        )
+        sampling = (
+            {"do_sample": True, "temperature": c.temperature, "top_p": c.top_p} if c.temperature > 0 else {"do_sample": False}
+        )
         guide = self._guide(grammars, input_ids.shape[1]) if grammars else None
         with torch.inference_mode():
             cache = None
@@ -209,8 +229,14 @@ class LocalPolicy:
                 cache = self.model(input_ids=input_ids[:1, :shared], use_cache=True).cache
                 cache.batch_repeat_interleave(len(rows))
             output = self.model.generate(
-                input_ids=input_ids, attention_mask=mask, cache=cache, max_new_tokens=c.max_tokens,
-                stop_strings=[STOP], tokenizer=self.tokenizer, pad_token_id=pad, **sampling,
+                input_ids=input_ids,
+                attention_mask=mask,
+                cache=cache,
+                max_new_tokens=c.max_tokens,
+                stop_strings=[STOP],
+                tokenizer=self.tokenizer,
+                pad_token_id=pad,
+                **sampling,
                 logits_processor=LogitsProcessorList([guide]) if guide else None,
             )
         new = output[:, input_ids.shape[1] :]

@@ -101,8 +101,12 @@ class OpenAIPolicy:
             asked = None
             try:
                 reply = self._client.chat.completions.create(
-                    model=c.model, messages=messages, temperature=c.temperature, top_p=c.top_p,
-                    max_tokens=c.max_tokens, seed=self.seed,
+                    model=c.model,
+                    messages=messages,
+                    temperature=c.temperature,
+                    top_p=c.top_p,
+                    max_tokens=c.max_tokens,
+                    seed=self.seed,
                 )
                 if not reply.choices:
                     last_error = "the reply had no choices"
@@ -111,7 +115,12 @@ class OpenAIPolicy:
                 text = reply.choices[0].message.content or ""
                 cap = c.max_tokens * CHARS_PER_TOKEN
                 if len(text) > cap:
-                    log.warning("a reply of %d characters was cut to %d (model.max_tokens × %d) before parsing", len(text), cap, CHARS_PER_TOKEN)
+                    log.warning(
+                        "a reply of %d characters was cut to %d (model.max_tokens × %d) before parsing",
+                        len(text),
+                        cap,
+                        CHARS_PER_TOKEN,
+                    )
                 return Completion(
                     text[:cap],
                     prompt_tokens=usage.prompt_tokens if usage else 0,

@@ -62,8 +62,14 @@ class VllmPolicy:
         self.seed = seed
         self.tokenizer = tokenizer
         self.llm = LLM(
-            model=str(base), tokenizer=str(base), enable_lora=True, max_lora_rank=lora_rank, max_loras=1,
-            gpu_memory_utilization=memory, seed=seed, enable_prefix_caching=True,
+            model=str(base),
+            tokenizer=str(base),
+            enable_lora=True,
+            max_lora_rank=lora_rank,
+            max_loras=1,
+            gpu_memory_utilization=memory,
+            seed=seed,
+            enable_prefix_caching=True,
         )
         self.lora = None
 
@@ -74,7 +80,11 @@ class VllmPolicy:
 
     def identity(self) -> dict[str, Any]:
         c = self.config
-        return {"policy": "vllm", "model": c.model, "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed}}
+        return {
+            "policy": "vllm",
+            "model": c.model,
+            "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed},
+        }
 
     def forget(self, key: Any) -> None:
         """Nothing is kept per episode: a completion carries its own tokens."""
@@ -86,17 +96,24 @@ class VllmPolicy:
 
         c = self.config
         params = SamplingParams(
-            temperature=c.temperature if temperature is None else temperature, top_p=c.top_p, max_tokens=c.max_tokens,
-            stop=[STOP], include_stop_str_in_output=True,
+            temperature=c.temperature if temperature is None else temperature,
+            top_p=c.top_p,
+            max_tokens=c.max_tokens,
+            stop=[STOP],
+            include_stop_str_in_output=True,
         )
-        outputs = self.llm.generate([chat_prompt(self.tokenizer, v) for v in views], params, lora_request=self.lora, use_tqdm=False)
+        outputs = self.llm.generate(
+            [chat_prompt(self.tokenizer, v) for v in views], params, lora_request=self.lora, use_tqdm=False
+        )
         completions = []
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
             kept = temperature is None if keep is None else keep
             tokens = TurnTokens(list(out.prompt_token_ids), produced) if kept else None
             completions.append(
-                Completion(out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced), tokens=tokens)
+                Completion(
+                    out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced), tokens=tokens
+                )
             )
         return completions
 

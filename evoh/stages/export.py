@@ -33,8 +33,7 @@ def _prompts(workspace: Workspace, tokenizer, count: int = 3) -> list[str]:
     if not examples:
         raise EvohError("no refined examples to verify the export on", hint=f"run `evoh refine -w {workspace.root}` first")
     return [
-        tokenizer.apply_chat_template(ex["messages"][:2], tokenize=False, add_generation_prompt=True)
-        for ex in examples[:count]
+        tokenizer.apply_chat_template(ex["messages"][:2], tokenize=False, add_generation_prompt=True) for ex in examples[:count]
     ]
 
 
@@ -63,7 +62,8 @@ def _grpo_lines(manifest: dict[str, Any]) -> list[str]:
     types = f" ({', '.join(c['task_types'])})" if c.get("task_types") else ""
     bank, updates = manifest.get("start_bank"), manifest.get("updates")
     lines = [
-        f"- Stage two, cost-aware multi-turn GRPO: {updates} update{'' if updates == 1 else 's'} of {c.get('tasks_per_update')} games "
+        f"- Stage two, cost-aware multi-turn GRPO: {updates} update{'' if updates == 1 else 's'} "
+        f"of {c.get('tasks_per_update')} games "
         f"× {c.get('group_size')} rollouts from ALFWorld `{c.get('split')}`{types}, horizon {c.get('max_steps')} "
         f"with every harness call charged, temperature {c.get('temperature')}",
         f"  - {_lora(c)}; lr {c.get('lr')}, KL {c.get('kl')}, clip {c.get('clip_low')}/{c.get('clip_high')}",
@@ -141,11 +141,17 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
         ]
         for measured, row in zip(runs, report.rows(runs), strict=True):
             cells = report.success_cells(row)
-            lines.append(f"| {row['run']} | {_measured(measured['summary'], weights) or '-'} | {row['split']} | " + " | ".join(cells) + f" | {row['meta']:.2f} |")
+            lines.append(
+                f"| {row['run']} | {_measured(measured['summary'], weights) or '-'} | {row['split']} | "
+                + " | ".join(cells)
+                + f" | {row['meta']:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
-def run(workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Path | None = None, force: bool = False) -> dict[str, Any]:
+def run(
+    workspace: Workspace, source: str = "sft", dtype: str = "bf16", out: Path | None = None, force: bool = False
+) -> dict[str, Any]:
     if source not in ("sft", "grpo"):
         raise EvohError(f"--from {source!r} is not a training stage", hint="use --from sft or --from grpo")
     if dtype not in DTYPES:

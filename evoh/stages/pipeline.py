@@ -47,7 +47,9 @@ def _check(recipe: Recipe) -> None:
     r = recipe.run
     unknown = [s for s in r.stages if s not in STAGES]
     if unknown:
-        raise EvohError(f"run.stages names unknown stages: {', '.join(unknown)}", hint=f"use some of {', '.join(STAGES)}, in that order")
+        raise EvohError(
+            f"run.stages names unknown stages: {', '.join(unknown)}", hint=f"use some of {', '.join(STAGES)}, in that order"
+        )
     order = [STAGES.index(s) for s in r.stages]
     if order != sorted(order):
         raise EvohError("run.stages is out of order", hint=f"list them in pipeline order: {', '.join(STAGES)}")
@@ -55,7 +57,9 @@ def _check(recipe: Recipe) -> None:
     if bad:
         raise EvohError(f"run.eval_from names {', '.join(bad)}", hint="use base, sft or grpo")
     if "sft" in r.stages and not recipe.sft.model:
-        raise EvohError("the recipe runs sft but sets no sft.model", hint="set [sft] model = \"DIR\" (the model stage builds it there)")
+        raise EvohError(
+            "the recipe runs sft but sets no sft.model", hint='set [sft] model = "DIR" (the model stage builds it there)'
+        )
     if "grpo" in r.stages:
         from evoh.stages.grpo import check_settings
 
@@ -65,7 +69,9 @@ def _check(recipe: Recipe) -> None:
 def until(recipe: Recipe, last: str) -> Recipe:
     """The recipe with its stages cut after ``last``: e.g. train now and evaluate later, with the same keys."""
     if last not in recipe.run.stages:
-        raise EvohError(f"--until {last}: the recipe's run.stages are {', '.join(recipe.run.stages)}", hint="name one of those stages")
+        raise EvohError(
+            f"--until {last}: the recipe's run.stages are {', '.join(recipe.run.stages)}", hint="name one of those stages"
+        )
     cut = copy.deepcopy(recipe)
     cut.run.stages = cut.run.stages[: cut.run.stages.index(last) + 1]
     return cut
@@ -194,7 +200,9 @@ class Pipeline:
         started = time.time()
         if ran:
             if path.exists() and any(path.iterdir()):
-                raise EvohError(f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder")
+                raise EvohError(
+                    f"{path} is not empty and holds no model", hint="point sft.model at a model directory or an empty folder"
+                )
             build(path, self.recipe.env, self.recipe.run.model_size, self.recipe.sft.seed)
             if self.hooks.on_done:
                 self.hooks.on_done("model", time.time() - started)
@@ -217,7 +225,14 @@ class Pipeline:
     def _refine(self) -> list[dict[str, Any]]:
         from evoh.stages import refine
 
-        return [self._step("refine", dataclasses.asdict(self.recipe.refine), ["collect"], lambda resume: refine.run(self.recipe, self.workspace))]
+        return [
+            self._step(
+                "refine",
+                dataclasses.asdict(self.recipe.refine),
+                ["collect"],
+                lambda resume: refine.run(self.recipe, self.workspace),
+            )
+        ]
 
     def _sft(self) -> list[dict[str, Any]]:
         from evoh.stages import sft
@@ -226,7 +241,10 @@ class Pipeline:
         settings.pop("action_check")  # a report after training: it changes no weights, so no key
         return [
             self._step(
-                "sft", settings, ["refine", "model"], lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
+                "sft",
+                settings,
+                ["refine", "model"],
+                lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
                 extendable=("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps"),
             )
         ]
@@ -245,7 +263,12 @@ class Pipeline:
 
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
-                result = grpo.run(r, self.workspace, resume=resume and grpo.latest_checkpoint(self.workspace.path("grpo")) is not None, callbacks=callbacks)
+                result = grpo.run(
+                    r,
+                    self.workspace,
+                    resume=resume and grpo.latest_checkpoint(self.workspace.path("grpo")) is not None,
+                    callbacks=callbacks,
+                )
             from evoh.inspection import plot
 
             result["plots"] = plot.run(self.workspace)
@@ -277,7 +300,11 @@ class Pipeline:
                 # the weights are keyed by the stage that made them (inputs); their paths, relative to the
                 # workspace, so that a moved or copied workspace does not measure the same weights again
                 where = {"model": self._relative(r.model.model), "adapter": self._relative(r.model.adapter)}
-                settings = {**play_settings(r), "eval": dataclasses.asdict(r.eval), "model": {**dataclasses.asdict(r.model), **where}}
+                settings = {
+                    **play_settings(r),
+                    "eval": dataclasses.asdict(r.eval),
+                    "model": {**dataclasses.asdict(r.model), **where},
+                }
 
                 def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
                     with self._episodes(f"eval/{name}") as callbacks:
@@ -290,7 +317,14 @@ class Pipeline:
         from evoh.stages import export
 
         source, dtype = self.recipe.run.export_from, self.recipe.run.export_dtype
-        return [self._step("export", {"from": source, "dtype": dtype}, [source], lambda resume: export.run(self.workspace, source, dtype, force=True))]
+        return [
+            self._step(
+                "export",
+                {"from": source, "dtype": dtype},
+                [source],
+                lambda resume: export.run(self.workspace, source, dtype, force=True),
+            )
+        ]
 
 
 def eval_runs(workspace: Workspace, recipe: Recipe) -> list[Path]:

@@ -89,19 +89,28 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
                 dropped[why] += 1
                 continue
             seen_pairs.add(pair)
-            examples.append({
-                "messages": [
-                    {"role": "system", "content": record["system"]},
-                    {"role": "user", "content": turn["user"]},
-                    {"role": "assistant", "content": response},
-                ],
-                "source": {"episode": episode_id, "turn": index},
-            })
+            examples.append(
+                {
+                    "messages": [
+                        {"role": "system", "content": record["system"]},
+                        {"role": "user", "content": turn["user"]},
+                        {"role": "assistant", "content": response},
+                    ],
+                    "source": {"episode": episode_id, "turn": index},
+                }
+            )
         turn_drops.update(dropped)
         kept.append((episode_id, examples))
-        report_episodes.append({
-            "episode": episode_id, "kept": True, "labelled": labelled, "turns": len(turns), "examples": len(examples), "dropped": dict(dropped),
-        })
+        report_episodes.append(
+            {
+                "episode": episode_id,
+                "kept": True,
+                "labelled": labelled,
+                "turns": len(turns),
+                "examples": len(examples),
+                "dropped": dict(dropped),
+            }
+        )
     order = [episode_id for episode_id, _ in kept]
     random.Random(r.seed).shuffle(order)
     n_val = round(len(order) * r.val_fraction)

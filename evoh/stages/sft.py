@@ -167,9 +167,14 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     workspace.require("refine")
     model_dir = Path(c.model)
     if not c.model or not (model_dir / "config.json").exists():
-        raise EvohError(f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)")
+        raise EvohError(
+            f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)"
+        )
     if c.full and c.load_in_4bit:
-        raise EvohError("full fine-tuning cannot train 4-bit weights", hint="drop --load-in-4bit, or drop --full to train a LoRA adapter on the 4-bit base")
+        raise EvohError(
+            "full fine-tuning cannot train 4-bit weights",
+            hint="drop --load-in-4bit, or drop --full to train a LoRA adapter on the 4-bit base",
+        )
     check_4bit(c.load_in_4bit)
     data_dir = workspace.path("refine")
     files = {"train": str(data_dir / "train.jsonl")}
@@ -206,17 +211,29 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             from transformers import BitsAndBytesConfig
 
             quantization = BitsAndBytesConfig(
-                load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_use_double_quant=True,
                 bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
             )
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=torch.bfloat16 if bf16 and cuda else torch.float32, quantization_config=quantization,
+            model_dir,
+            dtype=torch.bfloat16 if bf16 and cuda else torch.float32,
+            quantization_config=quantization,
         )
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
-        lora = None if c.full else LoraConfig(
-            r=c.lora_r, lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout, target_modules=target, task_type="CAUSAL_LM",
-            modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
+        lora = (
+            None
+            if c.full
+            else LoraConfig(
+                r=c.lora_r,
+                lora_alpha=c.lora_alpha,
+                lora_dropout=c.lora_dropout,
+                target_modules=target,
+                task_type="CAUSAL_LM",
+                modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
+            )
         )
         args = SFTConfig(
             output_dir=str(checkpoints),
@@ -277,8 +294,13 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
                 release_freed_memory()
 
         trainer = SFTTrainer(
-            model=model, args=args, train_dataset=data["train"], eval_dataset=data.get("val"),
-            processing_class=tokenizer, peft_config=lora, callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
+            model=model,
+            args=args,
+            train_dataset=data["train"],
+            eval_dataset=data.get("val"),
+            processing_class=tokenizer,
+            peft_config=lora,
+            callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
         )
         if args.disable_tqdm:
             from transformers.trainer_callback import PrinterCallback
