@@ -230,6 +230,9 @@ class SftConfig:
     # AVX512-BF16 or AMX: autocast over fp32 weights), else fp32, where emulated bf16 would be slower
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     action_check: int = 200  # validation turns whose greedy action is compared with the teacher's (0: none)
+    # experiment trackers that receive every logged loss, lr and token accuracy: any of tensorboard (files in
+    # WS/sft/tensorboard/), trackio (a local dashboard: `trackio show`), wandb; [] none (evoh.tracking)
+    report_to: list[str] = field(default_factory=list)
     seed: int = 0
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -341,6 +344,9 @@ class GrpoConfig:
     # auto: bf16 where the hardware computes it natively (bf16 weights on a GPU; autocast over fp32 weights,
     # rollouts and update alike, on a CPU with AVX512-BF16 or AMX), else fp32
     precision: Literal["auto", "bf16", "fp32"] = "auto"
+    # experiment trackers that receive each update's figures (those of metrics.jsonl), stepped by update: any of
+    # tensorboard (files in WS/grpo/tensorboard/), trackio, wandb; [] none (evoh.tracking)
+    report_to: list[str] = field(default_factory=list)
     seed: int = 0
     reward: RewardConfig = field(default_factory=RewardConfig)
 

@@ -15,7 +15,7 @@ PACKAGE = Path(evoh.__file__).parent
 
 # bottom to top; a module may import from its own layer and from the layers below it
 LAYERS = [
-    {"evoh", "errors", "records", "config", "recipe_files", "memory", "distributed"},
+    {"evoh", "errors", "records", "config", "recipe_files", "memory", "distributed", "tracking"},
     {"workspace"},
     {"env"},
     {"harness"},

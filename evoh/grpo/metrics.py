@@ -3,12 +3,15 @@ episode, and the episode figures training rollouts and validation share."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from statistics import fmean, pstdev
 from typing import Any
 
 import orjson
 
+from evoh import tracking
 from evoh.grpo.state import TrainState
 from evoh.harness.reward import REWARD_PARTS
 from evoh.harness.turns import META_VERBS
@@ -97,3 +100,27 @@ def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     with open(path, "ab") as f:
         for row in rows:
             f.write(orjson.dumps(row) + b"\n")
+
+
+def start_tracking(state: TrainState, settings: dict[str, Any], run: str) -> None:
+    """Open the trackers of ``grpo.report_to`` with the run's settings as its configuration. trackio and W&B
+    print where they log to: onto stderr, as stdout carries only results."""
+    if not state.g.report_to:
+        return
+    names = {"trackio": {"name": run}, "wandb": {"name": run}}
+    with contextlib.redirect_stdout(sys.stderr):
+        state.accelerator.init_trackers(tracking.PROJECT, config=tracking.settings_record(settings), init_kwargs=names)
+
+
+def track(state: TrainState, metrics: dict[str, Any], update: int) -> None:
+    """One update's figures to the trackers, at step ``update`` (a resumed run continues the same curves)."""
+    if state.g.report_to:
+        with contextlib.redirect_stdout(sys.stderr):
+            state.accelerator.log(tracking.scalars(metrics), step=update)
+
+
+def end_tracking(state: TrainState) -> None:
+    if state.g.report_to:
+        with contextlib.redirect_stdout(sys.stderr):
+            state.accelerator.end_training()
+        tracking.close_trackio()

@@ -20,9 +20,10 @@ from evoh.grpo.state import TrainState
 REFERENCE = "reference"
 
 
-def make_accelerator(g: GrpoConfig) -> tuple[Any, str]:
+def make_accelerator(g: GrpoConfig, directory: Path) -> tuple[Any, str]:
     """(the accelerator, ``bf16`` or ``fp32``): on a CPU bf16 is autocast, under which the prepared model's
-    forward runs, and so do the rollouts; on a GPU it means bf16 weights."""
+    forward runs, and so do the rollouts; on a GPU it means bf16 weights. It carries the trackers of
+    ``grpo.report_to`` (TensorBoard's files under ``directory/tensorboard/``)."""
     import torch
     from accelerate import Accelerator
 
@@ -30,7 +31,12 @@ def make_accelerator(g: GrpoConfig) -> tuple[Any, str]:
 
     cuda = torch.cuda.is_available()
     precision = training_precision(g.precision, cuda, "grpo")
-    accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if precision == "bf16" and not cuda else None)
+    accelerator = Accelerator(
+        cpu=not cuda,
+        mixed_precision="bf16" if precision == "bf16" and not cuda else None,
+        log_with=g.report_to or None,
+        project_dir=str(directory / "tensorboard"),
+    )
     if accelerator.distributed_type.name == "DEEPSPEED":
         # DeepSpeed steps the optimizer inside backward at a fixed accumulation count; an update here packs
         # a varying number of micro-batches, so its gradients would be stepped at the wrong boundaries

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evoh.config import ModelConfig, Recipe
 from evoh.errors import EvohError
+from evoh.tracking import check_trackers
 
 
 def check_settings(recipe: Recipe) -> None:
@@ -12,6 +13,7 @@ def check_settings(recipe: Recipe) -> None:
 
     g = recipe.grpo
     task_type_names(g.task_types)  # a misspelt type fails now, not when the draw comes up empty
+    check_trackers(g.report_to, "grpo.report_to")
     if g.temperature <= 0:
         raise EvohError("grpo.temperature must be above 0: GRPO learns from sampled rollouts", hint="use 1.0 (the default)")
     if g.group_size < 2:

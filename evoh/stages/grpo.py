@@ -32,7 +32,7 @@ from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
 from evoh.grpo.anchor import anchor_examples, sft_examples
 from evoh.grpo.checkpoint import latest_checkpoint, resume_from, save_checkpoint, save_final
-from evoh.grpo.metrics import append_jsonl
+from evoh.grpo.metrics import append_jsonl, end_tracking, start_tracking, track
 from evoh.grpo.model import load_training, make_accelerator
 from evoh.grpo.policies import Generators
 from evoh.grpo.settings import check_settings, futile_settings, rollout_sampling
@@ -44,6 +44,7 @@ from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.runs.episodes import bank_input, episode_settings, resolve_bank
+from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
 STAGE = "grpo"
@@ -92,7 +93,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
     from evoh.env.world import data_input, load_games, open_pool
 
-    accelerator, precision = make_accelerator(g)
+    accelerator, precision = make_accelerator(g, workspace.path(STAGE))
     main = accelerator.is_main_process
     data = data_input(recipe.env)
     tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types)
@@ -112,6 +113,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             accelerator, precision, inputs.base, inputs.adapter, g, reference=g.kl > 0 or inputs.heldout is not None
         )
         update, bank = resume_from(state, directory, Bank.load(inputs.bank) if inputs.bank else Bank(), resume)
+        start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root.resolve(), STAGE))
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
         sampling = rollout_sampling(recipe, str(inputs.base))
@@ -137,11 +139,13 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
                 if main:
                     append_jsonl(directory / "metrics.jsonl", [metrics])
                     append_jsonl(directory / "rollouts.jsonl", lines)
+                track(state, metrics, update)
                 if update % g.save_every == 0 or update == g.updates:
                     save_checkpoint(state, bank, directory, update)
                 if callbacks.on_update:
                     callbacks.on_update(metrics)
                 release_freed_memory()  # every update's tensors differ in size: without the trims, resident memory only grows
+        end_tracking(state)
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:
             save_final(state, tokenizer, bank, directory)

@@ -26,6 +26,7 @@ from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.runs.episodes import play_settings
 from evoh.runs.summary import errored_run
+from evoh.tracking import check_trackers
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
 
 STAGES = ("model", "collect", "refine", "sft", "grpo", "eval", "export")
@@ -60,6 +61,8 @@ def _check(recipe: Recipe) -> None:
         raise EvohError(
             "the recipe runs sft but sets no sft.model", hint='set [sft] model = "DIR" (the model stage builds it there)'
         )
+    if "sft" in r.stages:
+        check_trackers(recipe.sft.report_to, "sft.report_to")
     if "grpo" in r.stages:
         from evoh.stages.grpo import check_settings
 
@@ -239,6 +242,7 @@ class Pipeline:
 
         settings = dataclasses.asdict(self.recipe.sft)
         settings.pop("action_check")  # a report after training: it changes no weights, so no key
+        settings.pop("report_to")  # nor does where its figures are watched
         return [
             self._step(
                 "sft",
@@ -256,6 +260,7 @@ class Pipeline:
 
         r = self.recipe
         settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
+        settings["grpo"].pop("report_to")  # where its figures are watched changes no weights
         inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
         inputs += ["collect"] if r.grpo.bank in ("auto", "collect") else []  # the bank rollouts start from
         # the SFT examples that anchor each step, and the held-out ones validation measures the drift on

@@ -29,11 +29,23 @@ from evoh.distributed import rank, world_size
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.policy.local import training_precision
+from evoh.tracking import PROJECT, check_trackers, close_trackio, run_name
 from evoh.workspace import TRAINED_WEIGHTS, Workspace, file_sha256, weights_identity
 
 log = logging.getLogger(__name__)
 
 STAGE = "sft"
+
+
+def tensorboard_callback(report_to: list[str], directory: Path) -> list[Any]:
+    """TensorBoard's callback writing to ``WS/sft/tensorboard/`` (the trainer's own would write under the
+    checkpoints), on the main process only."""
+    if "tensorboard" not in report_to or rank() != 0:
+        return []
+    from torch.utils.tensorboard import SummaryWriter
+    from transformers.integrations import TensorBoardCallback
+
+    return [TensorBoardCallback(SummaryWriter(log_dir=str(directory / "tensorboard")))]
 
 
 def check_4bit(load_in_4bit: bool) -> None:
@@ -170,6 +182,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         raise EvohError(
             f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)"
         )
+    check_trackers(c.report_to, "sft.report_to")
     if c.full and c.load_in_4bit:
         raise EvohError(
             "full fine-tuning cannot train 4-bit weights",
@@ -256,7 +269,9 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             eval_strategy="steps" if "val" in files else "no",
             eval_steps=c.eval_steps,
             logging_steps=c.logging_steps,
-            report_to=[],
+            report_to=[name for name in c.report_to if name != "tensorboard"] or "none",  # tensorboard: below
+            project=PROJECT,
+            run_name=run_name(workspace.root.resolve(), STAGE),
             seed=c.seed,
             disable_tqdm=not os.isatty(2),
         )
@@ -300,7 +315,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             eval_dataset=data.get("val"),
             processing_class=tokenizer,
             peft_config=lora,
-            callbacks=[MetricsToJsonl(), ReleaseFreedMemory()],
+            callbacks=[MetricsToJsonl(), ReleaseFreedMemory(), *tensorboard_callback(c.report_to, directory)],
         )
         if args.disable_tqdm:
             from transformers.trainer_callback import PrinterCallback
@@ -316,6 +331,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
                 held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
                 final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
+        close_trackio()
         weights = directory / TRAINED_WEIGHTS[c.full]
         stale = directory / TRAINED_WEIGHTS[not c.full]
         trainer.save_model(str(weights))  # with the tokenizer; every rank calls it: ZeRO-3 gathers the weights first
