@@ -102,12 +102,13 @@ def append_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             f.write(orjson.dumps(row) + b"\n")
 
 
-def start_tracking(state: TrainState, settings: dict[str, Any], run: str) -> None:
-    """Open the trackers of ``grpo.report_to`` with the run's settings as its configuration. trackio and W&B
-    print where they log to: onto stderr, as stdout carries only results."""
+def start_tracking(state: TrainState, settings: dict[str, Any], run: str, resumed: bool) -> None:
+    """Open the trackers of ``grpo.report_to`` with the run's settings as its configuration; a resumed run
+    continues its trackio run. trackio and W&B print where they log to: onto stderr, as stdout carries only
+    results."""
     if not state.g.report_to:
         return
-    names = {"trackio": {"name": run}, "wandb": {"name": run}}
+    names = {"trackio": {"name": run, "resume": "allow" if resumed else "never"}, "wandb": {"name": run}}
     with contextlib.redirect_stdout(sys.stderr):
         state.accelerator.init_trackers(tracking.PROJECT, config=tracking.settings_record(settings), init_kwargs=names)
 
