@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from evoh.errors import EvohError
@@ -34,37 +35,30 @@ def check_trackers(names: Iterable[str], setting: str) -> None:
             raise EvohError(f"{setting} names {name}, but the {module} package is not installed", hint=install)
 
 
-def run_name(workspace_root: Any, stage: str) -> str:
+def run_name(workspace_root: Path, stage: str) -> str:
     """``<workspace folder>/<stage>``: runs of one workspace sort together in a tracker's list."""
-    return f"{getattr(workspace_root, 'name', workspace_root)}/{stage}"
+    return f"{workspace_root.resolve().name}/{stage}"
 
 
-def scalars(values: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The numbers in a (nested) metrics record, keyed ``outer/inner``: what a tracker can plot."""
-    flat: dict[str, float] = {}
-    for key, value in values.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(scalars(value, f"{name}/"))
-        elif isinstance(value, bool):
-            flat[name] = float(value)
-        elif isinstance(value, int | float):
-            flat[name] = float(value)
-    return flat
-
-
-def settings_record(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A stage's settings flattened to the plain values trackers store as a run's configuration."""
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested record's leaves keyed ``outer/inner``, as trackers name them."""
     flat: dict[str, Any] = {}
     for key, value in values.items():
-        name = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            flat.update(settings_record(value, f"{name}/"))
-        elif isinstance(value, str | int | float | bool):
-            flat[name] = value
+            flat.update(flatten(value, f"{prefix}{key}/"))
         else:
-            flat[name] = str(value)
+            flat[f"{prefix}{key}"] = value
     return flat
+
+
+def scalars(values: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers in a (nested) metrics record: what a tracker can plot."""
+    return {name: float(value) for name, value in flatten(values).items() if isinstance(value, int | float)}
+
+
+def settings_record(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A stage's settings flattened to the plain values trackers store as a run's configuration."""
+    return {name: v if isinstance(v, str | int | float | bool) else str(v) for name, v in flatten(values).items()}
 
 
 def close_trackio() -> None:

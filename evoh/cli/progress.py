@@ -15,11 +15,12 @@ HEARTBEAT_SECONDS = 30.0
 
 
 class Heartbeat:
-    """``eval 16/140 won 9 (56%) 3.1 min``: one line when due, never more often than ``every`` seconds. Wins and
-    their share count this run's episodes (a resumed run's earlier outcomes are not re-read)."""
+    """The tally of a run's episodes, and off a terminal its ``eval 16/140 won 9 (56%) 3.1 min`` lines: one when
+    due, never more often than ``every`` seconds (``printing`` false: the tally alone, for a terminal's bar).
+    Wins and their share count this run's episodes (a resumed run's earlier outcomes are not re-read)."""
 
-    def __init__(self, label: str, console, every: float = HEARTBEAT_SECONDS) -> None:
-        self.label, self.console, self.every = label, console, every
+    def __init__(self, label: str, console, every: float = HEARTBEAT_SECONDS, printing: bool = True) -> None:
+        self.label, self.console, self.every, self.printing = label, console, every, printing
         self.start = self.last = time.monotonic()
         self.done = self.won = self.played = 0
         self.total: int | None = None
@@ -39,8 +40,13 @@ class Heartbeat:
             share = f" ({100 * self.won / self.played:.0f}%)"
             self.line(f"{self.done}/{self.total} won {self.won}{share} {(now - self.start) / 60:.1f} min")
 
+    def per_minute(self) -> float:
+        """Episodes this run has played per minute."""
+        return self.played / max(time.monotonic() - self.start, 1e-9) * 60
+
     def line(self, text: str) -> None:
-        self.console.print(f"{self.label} {text}", markup=False, highlight=False)
+        if self.printing:
+            self.console.print(f"{self.label} {text}", markup=False, highlight=False)
 
 
 class PhaseTicker:
@@ -94,7 +100,7 @@ def episode_bar(label: str) -> Iterator[object]:
     from evoh.runs.episodes import Callbacks
 
     console = stderr_console()
-    beat = None if console.is_terminal else Heartbeat(label, console)
+    tally = Heartbeat(label, console, printing=not console.is_terminal)
     with Progress(
         TextColumn(label),
         BarColumn(),
@@ -108,20 +114,13 @@ def episode_bar(label: str) -> Iterator[object]:
         disable=not console.is_terminal,
     ) as bar:
         task = bar.add_task("episodes", total=None, won=0, rate="")
-        won, start, played = 0, time.monotonic(), 0
 
         def started(total: int, already: int) -> None:
             bar.update(task, total=total, completed=already)
-            if beat:
-                beat.started(total, already)
+            tally.started(total, already)
 
         def finished(record: dict) -> None:
-            nonlocal won, played
-            won += bool(record["won"])
-            played += 1
-            rate = played / max(time.monotonic() - start, 1e-9) * 60
-            bar.update(task, advance=1, won=won, rate=f"{rate:.1f}/min")
-            if beat:
-                beat.finished(bool(record["won"]))
+            tally.finished(bool(record["won"]))
+            bar.update(task, advance=1, won=tally.won, rate=f"{tally.per_minute():.1f}/min")
 
         yield Callbacks(started, finished)

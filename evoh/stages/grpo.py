@@ -113,7 +113,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
             accelerator, precision, inputs.base, inputs.adapter, g, reference=g.kl > 0 or inputs.heldout is not None
         )
         update, bank = resume_from(state, directory, Bank.load(inputs.bank) if inputs.bank else Bank(), resume)
-        start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root.resolve(), STAGE), resumed=update > 0)
+        start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root, STAGE), resumed=update > 0)
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
         sampling = rollout_sampling(recipe, str(inputs.base))

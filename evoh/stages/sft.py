@@ -271,7 +271,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             logging_steps=c.logging_steps,
             report_to=[name for name in c.report_to if name != "tensorboard"] or "none",  # tensorboard: below
             project=PROJECT,
-            run_name=run_name(workspace.root.resolve(), STAGE),
+            run_name=run_name(workspace.root, STAGE),
             seed=c.seed,
             disable_tqdm=not os.isatty(2),
         )
