@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from evoh.cli.output import print_json, stdout_console
+from evoh.cli.recipe_options import JsonOption
 from evoh.recipe_files import recipe_summary, shipped_recipes
 
 
-def recipes(as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False) -> None:
+def recipes(as_json: JsonOption = False) -> None:
     """List evoh's recipes. A name stands for its file wherever a recipe is asked for.
 
     Examples:
