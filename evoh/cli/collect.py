@@ -2,90 +2,69 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import (
-    AdapterOption,
-    BankOption,
-    BaseUrlOption,
-    DataOption,
-    FreezeBankOption,
-    GamesOption,
-    JsonOption,
-    KindOption,
-    LimitOption,
-    MaxStepsOption,
-    ModelOption,
-    ModeOption,
-    RecipeOption,
-    SetOption,
-    SpreadOption,
-    WorkersOption,
-    WorkspaceOption,
-    resolve,
-)
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
 from evoh.cli.tables import summary_table, who_played
 
 
 def collect(
     workspace: WorkspaceOption,
-    teacher: Annotated[str | None, typer.Option("--teacher", help="Who plays: expert, openai or local.")] = None,
-    label_with: Annotated[
-        str | None,
-        typer.Option(
-            "--label-with",
-            help="expert: the expert also answers every turn the player reaches, and refine trains on its answers (DAgger).",
-        ),
-    ] = None,
-    split: Annotated[str | None, typer.Option("--split", "-s", help="train, valid_seen or valid_unseen.")] = None,
-    limit: LimitOption = None,
-    spread: SpreadOption = None,
-    games: GamesOption = None,
-    workers: WorkersOption = None,
-    mode: ModeOption = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the teacher's choices.")] = None,
-    max_steps: MaxStepsOption = None,
-    bank: BankOption = None,
-    freeze_bank: FreezeBankOption = None,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    adapter: AdapterOption = None,
-    data: DataOption = None,
-    kind: KindOption = None,
+    policy: flag("collect.policy", "--policy", "--teacher") = None,
+    label: flag("collect.label", "--label", "--label-with") = None,
+    split: flag("collect.split", "--split", "-s") = None,
+    limit: flag("collect.limit", "--limit", "-n") = None,
+    spread: flag("collect.spread", "--spread/--first") = None,
+    games: flag("collect.games") = None,
+    workers: flag("env.workers", "--workers", "-k") = None,
+    mode: flag("harness.mode") = None,
+    seed: flag("collect.seed") = None,
+    max_steps: flag("env.max_steps") = None,
+    bank: flag("collect.bank") = None,
+    freeze_bank: flag("collect.freeze_bank") = None,
+    model: flag("model.model", "--model", "-m") = None,
+    base_url: flag("model.base_url") = None,
+    adapter: flag("model.adapter") = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Resumes after an interruption: rerun the same command."""
+    """Play teacher episodes on a split and write WS/collect/.
+
+    An interrupted run resumes when rerun.
+
+    Examples:
+
+        evoh collect -w runs/minihouse --kind minihouse --limit 60
+        evoh collect -w runs/tiny -r tiny-cpu
+        evoh collect -w runs/qwen --policy openai --model Qwen/Qwen3-32B --base-url http://localhost:8000/v1
+    """
     from evoh.runs.summary import errored_run
     from evoh.stages import collect as stage
     from evoh.workspace import Workspace
 
-    resolved = resolve(
-        recipe,
-        sets,
-        collect__policy=teacher,
-        collect__label=label_with,
-        collect__split=split,
-        collect__limit=limit,
-        collect__spread=spread,
-        collect__games=games,
-        env__workers=workers,
-        harness__mode=mode,
-        collect__seed=seed,
-        env__max_steps=max_steps,
-        collect__bank=bank,
-        collect__freeze_bank=freeze_bank,
-        env__data=data,
-        env__kind=kind,
-        model__model=model,
-        model__base_url=base_url,
-        model__adapter=adapter,
-    )
+    given = {
+        "collect.policy": policy,
+        "collect.label": label,
+        "collect.split": split,
+        "collect.limit": limit,
+        "collect.spread": spread,
+        "collect.games": games,
+        "env.workers": workers,
+        "harness.mode": mode,
+        "collect.seed": seed,
+        "env.max_steps": max_steps,
+        "collect.bank": bank,
+        "collect.freeze_bank": freeze_bank,
+        "env.data": data,
+        "env.kind": kind,
+        "model.model": model,
+        "model.base_url": base_url,
+        "model.adapter": adapter,
+    }
+    resolved = resolve(recipe, sets, given)
     with episode_bar("collect") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)
     if as_json:

@@ -18,6 +18,13 @@ def config(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of TOML.")] = False,
 ) -> None:
+    """Show a recipe's resolved settings after --set overrides, or report its errors.
+
+    Examples:
+
+        evoh config minihouse-cpu
+        evoh config recipes/tiny-cpu.toml --set grpo.updates=4 --json
+    """
     resolved = load_recipe(recipe, overrides or [])
     if as_json:
         print_json(recipe_dict(resolved))

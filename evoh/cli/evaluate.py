@@ -2,94 +2,75 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import (
-    AdapterOption,
-    BankOption,
-    BaseUrlOption,
-    DataOption,
-    FreezeBankOption,
-    GamesOption,
-    JsonOption,
-    KindOption,
-    LimitOption,
-    MaxStepsOption,
-    ModelOption,
-    ModeOption,
-    RecipeOption,
-    SetOption,
-    SpreadOption,
-    WorkersOption,
-    WorkspaceOption,
-    resolve,
-)
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
 from evoh.cli.tables import summary_table, who_played
-
-
-def _off(flag: bool) -> bool | None:
-    return False if flag else None
 
 
 def evaluate(
     workspace: WorkspaceOption,
-    policy: Annotated[str | None, typer.Option("--policy", "-p", help="expert, openai or local.")] = None,
-    split: Annotated[str | None, typer.Option("--split", "-s", help="valid_seen, valid_unseen or train.")] = None,
-    limit: LimitOption = None,
-    spread: SpreadOption = None,
-    games: GamesOption = None,
-    mode: ModeOption = None,
-    no_belief: Annotated[bool, typer.Option("--no-belief", help="Ablation: without the Belief module.")] = False,
-    no_plan: Annotated[bool, typer.Option("--no-plan", help="Ablation: without the Progress module.")] = False,
-    no_experience: Annotated[bool, typer.Option("--no-experience", help="Ablation: without the Experience module.")] = False,
-    bank: BankOption = None,
-    freeze_bank: FreezeBankOption = None,
-    name: Annotated[str | None, typer.Option("--name", help="The run's folder under eval/ (default: POLICY-SPLIT).")] = None,
-    workers: WorkersOption = None,
-    max_steps: MaxStepsOption = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the policy's sampling.")] = None,
-    model: ModelOption = None,
-    base_url: BaseUrlOption = None,
-    adapter: AdapterOption = None,
-    data: DataOption = None,
-    kind: KindOption = None,
+    policy: flag("eval.policy", "--policy", "-p") = None,
+    split: flag("eval.split", "--split", "-s") = None,
+    limit: flag("eval.limit", "--limit", "-n") = None,
+    spread: flag("eval.spread", "--spread/--first") = None,
+    games: flag("eval.games") = None,
+    mode: flag("harness.mode") = None,
+    belief: flag("harness.belief") = None,
+    plan: flag("harness.plan") = None,
+    experience: flag("harness.experience") = None,
+    bank: flag("eval.bank") = None,
+    freeze_bank: flag("eval.freeze_bank") = None,
+    name: flag("eval.name") = None,
+    workers: flag("env.workers", "--workers", "-k") = None,
+    max_steps: flag("env.max_steps") = None,
+    seed: flag("eval.seed") = None,
+    model: flag("model.model", "--model", "-m") = None,
+    base_url: flag("model.base_url") = None,
+    adapter: flag("model.adapter") = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Resumes after an interruption: rerun the same command."""
+    """Measure a policy on a split: success per task type and harness use, into WS/eval/NAME/.
+
+    An interrupted run resumes when rerun. --no-belief, --no-plan and --no-experience are the ablations.
+
+    Examples:
+
+        evoh eval -w runs/tiny -r tiny-cpu --policy local --model runs/tiny/sft/model --adapter runs/tiny/grpo/adapter
+        evoh eval -w runs/tiny --policy expert --split valid_unseen --limit 24
+        evoh eval -w runs/tiny --policy local --model runs/tiny/sft/model --no-experience --name no-experience
+    """
     from evoh.runs.summary import errored_run
     from evoh.stages import evaluate as stage
     from evoh.workspace import Workspace
 
-    resolved = resolve(
-        recipe,
-        sets,
-        eval__policy=policy,
-        eval__split=split,
-        eval__limit=limit,
-        eval__spread=spread,
-        eval__games=games,
-        harness__mode=mode,
-        harness__belief=_off(no_belief),
-        harness__plan=_off(no_plan),
-        harness__experience=_off(no_experience),
-        eval__bank=bank,
-        eval__freeze_bank=freeze_bank,
-        eval__name=name,
-        env__workers=workers,
-        env__max_steps=max_steps,
-        eval__seed=seed,
-        env__data=data,
-        env__kind=kind,
-        model__model=model,
-        model__base_url=base_url,
-        model__adapter=adapter,
-    )
+    given = {
+        "eval.policy": policy,
+        "eval.split": split,
+        "eval.limit": limit,
+        "eval.spread": spread,
+        "eval.games": games,
+        "harness.mode": mode,
+        "harness.belief": belief,
+        "harness.plan": plan,
+        "harness.experience": experience,
+        "eval.bank": bank,
+        "eval.freeze_bank": freeze_bank,
+        "eval.name": name,
+        "env.workers": workers,
+        "env.max_steps": max_steps,
+        "eval.seed": seed,
+        "env.data": data,
+        "env.kind": kind,
+        "model.model": model,
+        "model.base_url": base_url,
+        "model.adapter": adapter,
+    }
+    resolved = resolve(recipe, sets, given)
     with episode_bar("eval") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)
     if as_json:

@@ -19,6 +19,15 @@ def export(
     force: Annotated[bool, typer.Option("--force", help="Replace what a non-empty --out holds.")] = False,
     as_json: JsonOption = False,
 ) -> None:
+    """Merge the trained adapter into full weights: a model directory transformers and vLLM load.
+
+    The merged model is verified against the adapter before it is written.
+
+    Examples:
+
+        evoh export -w runs/tiny --from grpo
+        evoh export -w runs/qwen --from sft --dtype bf16 --out models/qwen-evoh
+    """
     from evoh.stages import export as stage
     from evoh.workspace import Workspace
 

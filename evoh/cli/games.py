@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json, stdout_console
-from evoh.cli.recipe_options import DataOption, KindOption, RecipeOption, SetOption, resolve
+from evoh.cli.recipe_options import RecipeOption, SetOption, flag, resolve
 from evoh.env.games import SPLITS, canonical_split
 from evoh.env.types import TASK_TYPES
 from evoh.env.world import data_input, discover_games
@@ -15,8 +15,8 @@ from evoh.errors import EvohError
 
 
 def games(
-    data: DataOption = None,
-    kind: KindOption = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     split: Annotated[
         str,
         typer.Option("--split", "-s", help="One split (train, valid_seen, valid_unseen, or an eval_* alias); all by default."),
@@ -25,7 +25,15 @@ def games(
     sets: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    env = resolve(recipe, sets, env__data=data, env__kind=kind).env
+    """Count a world's games per split and task type; for ALFWorld, list every game it cannot play.
+
+    Examples:
+
+        evoh games
+        evoh games --kind minihouse
+        evoh games --split valid_unseen --json
+    """
+    env = resolve(recipe, sets, {"env.data": data, "env.kind": kind}).env
     root = data_input(env)
     names = [canonical_split(split)] if split else list(SPLITS)
     found = {}

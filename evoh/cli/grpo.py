@@ -10,69 +10,57 @@ from typing import Annotated, Any
 import typer
 
 from evoh.cli.output import print_json, stderr_console
-from evoh.cli.recipe_options import (
-    BankOption,
-    DataOption,
-    JsonOption,
-    KindOption,
-    RecipeOption,
-    SetOption,
-    WorkersOption,
-    WorkspaceOption,
-    resolve,
-)
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
 from evoh.errors import RUN_FAILED, EvohError
 
 
 def grpo(
     workspace: WorkspaceOption,
-    start: Annotated[
-        str | None,
-        typer.Option(
-            "--from", help="sft: continue WS/sft/adapter (or a fresh one on WS/sft/model); none: a fresh adapter on --model."
-        ),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Base model directory (default: the one sft trained).")
-    ] = None,
-    updates: Annotated[int | None, typer.Option("--updates", min=1, help="Policy updates (paper: 150).")] = None,
-    tasks_per_update: Annotated[
-        int | None, typer.Option("--tasks-per-update", min=1, help="Train games per update (paper: 16).")
-    ] = None,
-    group_size: Annotated[int | None, typer.Option("--group-size", min=2, help="Rollouts per game (paper: 8).")] = None,
-    max_steps: Annotated[
-        int | None, typer.Option("--max-steps", min=1, help="Horizon; every turn spends a step (paper: 70).")
-    ] = None,
-    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Learning rate (paper: 1e-6).")] = None,
-    kl: Annotated[float | None, typer.Option("--kl", min=0.0, help="KL coefficient to the reference (paper: 0.01).")] = None,
+    start: flag("grpo.start", "--start", "--from") = None,
+    model: flag("grpo.model", "--model", "-m") = None,
+    updates: flag("grpo.updates") = None,
+    tasks_per_update: flag("grpo.tasks_per_update") = None,
+    group_size: flag("grpo.group_size") = None,
+    max_steps: flag("grpo.max_steps") = None,
+    lr: flag("grpo.lr") = None,
+    kl: flag("grpo.kl") = None,
+    bank: flag("grpo.bank") = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in grpo/checkpoints/.")] = False,
-    bank: BankOption = None,
-    workers: WorkersOption = None,
-    data: DataOption = None,
-    kind: KindOption = None,
+    workers: flag("env.workers", "--workers", "-k") = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
 ) -> None:
+    """Stage two: cost-aware multi-turn GRPO over whole episodes, from the SFT weights (resumable).
+
+    Writes WS/grpo/: the adapter, metrics.jsonl (one line per update), rollouts.jsonl, checkpoints/.
+
+    Examples:
+
+        evoh grpo -w runs/minihouse -r minihouse-cpu
+        evoh grpo -w runs/tiny -r tiny-cpu --updates 8 --lr 1e-4 --set grpo.reward.idle_meta=0.5
+        evoh grpo -w runs/tiny -r tiny-cpu --resume
+    """
     from evoh.stages import grpo as stage
     from evoh.workspace import Workspace
 
-    resolved = resolve(
-        recipe,
-        sets,
-        grpo__start=start,
-        grpo__model=model,
-        grpo__updates=updates,
-        grpo__tasks_per_update=tasks_per_update,
-        grpo__group_size=group_size,
-        grpo__max_steps=max_steps,
-        grpo__lr=lr,
-        grpo__kl=kl,
-        grpo__bank=bank,
-        env__workers=workers,
-        env__data=data,
-        env__kind=kind,
-    )
+    given = {
+        "grpo.start": start,
+        "grpo.model": model,
+        "grpo.updates": updates,
+        "grpo.tasks_per_update": tasks_per_update,
+        "grpo.group_size": group_size,
+        "grpo.max_steps": max_steps,
+        "grpo.lr": lr,
+        "grpo.kl": kl,
+        "grpo.bank": bank,
+        "env.workers": workers,
+        "env.data": data,
+        "env.kind": kind,
+    }
+    resolved = resolve(recipe, sets, given)
     errors = RolloutErrors()
     with update_display(errors) as callbacks:
         result = stage.run(resolved, Workspace(workspace), resume=resume, callbacks=callbacks)

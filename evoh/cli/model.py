@@ -8,24 +8,31 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json
-from evoh.cli.recipe_options import DataOption, KindOption, resolve
+from evoh.cli.recipe_options import flag, resolve
 from evoh.errors import EvohError
 
 
 def init(
     out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
-    data: DataOption = None,
-    kind: KindOption = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     size: Annotated[str, typer.Option("--size", help="tiny (~1M parameters, tests) or small (a few million, demos).")] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tokenizer corpus and the weights.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
 ) -> None:
+    """Build a small random Qwen3 with a BPE tokenizer trained on its world's text (ALFWorld or MiniHouse).
+
+    Examples:
+
+        evoh model init --kind minihouse --out runs/models/minihouse --size tiny
+        evoh model init --out runs/models/small --size small
+    """
     from evoh.models.tiny import build
 
     if out.exists() and any(out.iterdir()) and not force:
         raise EvohError(f"{out} is not empty", hint="pick a new --out, or pass --force to overwrite it")
-    info = build(out, resolve(None, None, env__data=data, env__kind=kind).env, size, seed)
+    info = build(out, resolve(None, None, {"env.data": data, "env.kind": kind}).env, size, seed)
     if as_json:
         print_json(info)
     else:
@@ -38,6 +45,12 @@ def import_(
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,
 ) -> None:
+    """A GGUF checkpoint as a model directory (fp32 safetensors, tokenizer) that every stage takes.
+
+    Examples:
+
+        evoh model import SmolLM2-135M-Instruct-Q8_0.gguf --out runs/models/smollm2
+    """
     from evoh.models.gguf import import_gguf
 
     if out.exists() and any(out.iterdir()) and not force:

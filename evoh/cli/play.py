@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json
-from evoh.cli.recipe_options import DataOption, KindOption, RecipeOption, SetOption, resolve
+from evoh.cli.recipe_options import RecipeOption, SetOption, flag, resolve
 from evoh.env.play import GameSession, Transcript, read_commands, replay
 from evoh.env.types import Step
 from evoh.env.world import find_game
@@ -25,8 +25,8 @@ def play(
             )
         ),
     ],
-    data: DataOption = None,
-    kind: KindOption = None,
+    data: flag("env.data", "--data", "-d") = None,
+    kind: flag("env.kind") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     commands: Annotated[
@@ -35,8 +35,16 @@ def play(
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Environment steps before the episode ends.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="With --commands: print the transcript as JSON.")] = False,
 ) -> None:
-    """Exits 0 only if the game was won."""
-    env = resolve(recipe, sets, env__data=data, env__kind=kind).env
+    """Play one game (ALFWorld or MiniHouse) in the terminal, or replay a file of commands.
+
+    Exits 0 only if the game was won.
+
+    Examples:
+
+        evoh play --kind minihouse valid_seen:0
+        evoh play valid_seen:0 --commands moves.txt --json
+    """
+    env = resolve(recipe, sets, {"env.data": data, "env.kind": kind}).env
     task = find_game(env, game)
     if commands is not None:
         if not commands.is_file():

@@ -15,6 +15,13 @@ def plot(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Where the PNG files go (default: WS/grpo/).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
+    """Draw a GRPO run's harness-annealing and success curves (PNG).
+
+    Examples:
+
+        evoh plot runs/minihouse
+        evoh plot runs/tiny --out figures/
+    """
     from evoh.inspection import plot as stage
     from evoh.workspace import Workspace
 

@@ -1,61 +1,59 @@
-"""The options every stage command shares: the workspace, a recipe, and --set overrides."""
+"""The options every stage command shares (the workspace, a recipe, --set) and ``flag``: a recipe setting as a
+command-line option, its help the setting's own description with its default and its recipe key.
+
+A command declares ``lr: flag("grpo.lr") = None`` and passes ``{"grpo.lr": lr}`` to ``resolve``: a flag left out
+is None and leaves the recipe's value alone; a given one goes into the recipe as the typed value it is, checked
+against the setting's type and range like any other value.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from evoh.config import Recipe, load_recipe
+from evoh.config import Recipe, Setting, load_recipe, recipe_settings
 
 WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory of this experiment.")]
-RecipeOption = Annotated[Path | None, typer.Option("--recipe", "-r", help="A TOML recipe (default: built-in defaults).")]
-SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a setting: section.key=value (repeatable).")]
-ModelOption = Annotated[str | None, typer.Option("--model", "-m", help="openai: the model's name; local: a model directory.")]
-BaseUrlOption = Annotated[str | None, typer.Option("--base-url", help="openai: the endpoint, e.g. http://localhost:8000/v1.")]
-AdapterOption = Annotated[str | None, typer.Option("--adapter", help="local: a PEFT adapter directory on top of --model.")]
-LimitOption = Annotated[
-    int | None, typer.Option("--limit", "-n", min=0, help="N games of the split, evenly spaced over its task types (0: all).")
+RecipeOption = Annotated[
+    Path | None,
+    typer.Option("--recipe", "-r", help="A recipe: a TOML file, or a shipped recipe's name (evoh recipes); default: none."),
 ]
-SpreadOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--spread/--first", help="With --limit: N games spread over every task type (default), or the first N in id order."
-    ),
-]
-GamesOption = Annotated[
-    str | None,
-    typer.Option("--games", help="A file of task ids, one per line (task.id in episodes.jsonl): only those games of the split."),
-]
-WorkersOption = Annotated[int | None, typer.Option("--workers", "-k", min=1, help="Engine processes.")]
-ModeOption = Annotated[str | None, typer.Option("--mode", help="Harness mode: inline, always_on or env_only.")]
-MaxStepsOption = Annotated[int | None, typer.Option("--max-steps", min=1, help="Environment steps per episode.")]
-BankOption = Annotated[
-    str | None,
-    typer.Option(
-        "--bank", help="Start from this Experience bank: a bank.json, or collect / grpo for that stage's bank in the workspace."
-    ),
-]
-FreezeBankOption = Annotated[bool | None, typer.Option("--freeze-bank", help="Never consolidate the bank.")]
+SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override any setting: section.key=value (repeatable).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
-DataOption = Annotated[
-    str | None, typer.Option("--data", "-d", help="ALFWorld data directory (default: $ALFWORLD_DATA, else ~/.cache/alfworld).")
-]
-KindOption = Annotated[
-    str | None, typer.Option("--kind", help="The world (env.kind): alfworld, or minihouse (procedural, no data needed).")
-]
 
 
-def resolve(recipe: Path | None, sets: list[str] | None, **options: Any) -> Recipe:
-    """Recipe, then the command's own options (``section__key=value``, None = not given), then --set."""
-    given = [f"{name.replace('__', '.')}={_toml(value)}" for name, value in options.items() if value is not None]
-    return load_recipe(recipe, given + list(sets or []))
+def flag(key: str, *names: str) -> Any:
+    """The option for recipe setting ``key`` (``grpo.tasks_per_update`` → ``--tasks-per-update``, a switch
+    ``--full/--no-full`` for a bool, unless ``names`` are given), typed as the setting is; its value is None when
+    the command line leaves it out."""
+    setting = recipe_settings()[key]
+    if not names:
+        name = key.rsplit(".", 1)[-1].replace("_", "-")
+        names = (f"--{name}/--no-{name}",) if setting.type is bool else (f"--{name}",)
+    return Annotated[setting.type | None, typer.Option(*names, help=flag_help(setting), show_default=False)]
 
 
-def _toml(value: Any) -> str:
+def flag_help(setting: Setting) -> str:
+    """The setting's description, then its built-in default and its recipe key (the square brackets escaped:
+    Typer reads help as rich markup). The description keeps its first letter: it often starts with a value's name."""
+    text = setting.help if setting.help.endswith(".") else setting.help + "."
+    return f"{text} [default: {shown(setting.default)}; recipe: {setting.key}]".replace("[", "\\[")
+
+
+def shown(value: Any) -> str:
+    """A default as a recipe writes it: true, 1e-06, "" (an empty string), ["sft", "grpo"]."""
     if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return str(value).lower()
+    if isinstance(value, list):
+        return "[" + ", ".join(f'"{v}"' if isinstance(v, str) else shown(v) for v in value) + "]"
+    if value == "":
+        return '""'
+    return str(value)
+
+
+def resolve(recipe: Path | None, sets: list[str] | None, given: Mapping[str, Any] | None = None) -> Recipe:
+    """The recipe, then the command's own flags (``{"grpo.lr": 1e-4}``; None: not given), then --set."""
+    return load_recipe(recipe, list(sets or []), given)

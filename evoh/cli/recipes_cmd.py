@@ -11,9 +11,10 @@ def recipes(as_json: JsonOption = False) -> None:
     """List evoh's recipes. A name stands for its file wherever a recipe is asked for.
 
     Examples:
-      evoh recipes
-      evoh run minihouse-cpu -w runs/minihouse
-      evoh config tiny-cpu --set grpo.updates=4
+
+        evoh recipes
+        evoh run minihouse-cpu -w runs/minihouse
+        evoh config tiny-cpu --set grpo.updates=4
     """
     from rich.table import Table
 

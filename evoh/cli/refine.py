@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json, stdout_console
-from evoh.cli.recipe_options import RecipeOption, SetOption, WorkspaceOption, resolve
+from evoh.cli.recipe_options import RecipeOption, SetOption, WorkspaceOption, flag, resolve
 
 
 def refine(
@@ -16,29 +16,35 @@ def refine(
     inputs: Annotated[
         list[Path] | None, typer.Option("--input", "-i", help="trajectories.jsonl files (default: WS/collect/).")
     ] = None,
-    min_score: Annotated[float | None, typer.Option("--min-score", help="Keep episodes scoring at least this (1: won).")] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", min=0, help="Drop longer episodes (0: no cap).")] = None,
-    max_prompt_chars: Annotated[
-        int | None, typer.Option("--max-prompt-chars", min=0, help="Drop turns with longer prompts.")
-    ] = None,
-    val_fraction: Annotated[float | None, typer.Option("--val-fraction", min=0.0, max=0.9, help="Episodes held out.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the train/val split.")] = None,
+    min_score: flag("refine.min_score") = None,
+    max_turns: flag("refine.max_turns") = None,
+    max_prompt_chars: flag("refine.max_prompt_chars") = None,
+    val_fraction: flag("refine.val_fraction") = None,
+    seed: flag("refine.seed") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report's counts as JSON.")] = False,
 ) -> None:
+    """Turn teacher episodes into SFT train/val files (WS/refine/) in the chat format TRL reads.
+
+    Prints an account of everything dropped and why.
+
+    Examples:
+
+        evoh refine -w runs/tiny
+        evoh refine -w runs/tiny --val-fraction 0.05 --max-turns 40
+    """
     from evoh.stages import refine as stage
     from evoh.workspace import Workspace
 
-    resolved = resolve(
-        recipe,
-        sets,
-        refine__min_score=min_score,
-        refine__max_turns=max_turns,
-        refine__max_prompt_chars=max_prompt_chars,
-        refine__val_fraction=val_fraction,
-        refine__seed=seed,
-    )
+    given = {
+        "refine.min_score": min_score,
+        "refine.max_turns": max_turns,
+        "refine.max_prompt_chars": max_prompt_chars,
+        "refine.val_fraction": val_fraction,
+        "refine.seed": seed,
+    }
+    resolved = resolve(recipe, sets, given)
     report = stage.run(resolved, Workspace(workspace), inputs)
     counts = {"episodes": report["episodes"], "turns": report["turns"]}
     if as_json:

@@ -16,6 +16,13 @@ def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where report.png and report.md go.")] = Path("report"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
 ) -> None:
+    """Put eval runs side by side: a table with McNemar's test game by game, a PNG chart and a Markdown file.
+
+    Examples:
+
+        evoh report runs/tiny/eval/sft-valid_seen runs/tiny/eval/grpo-valid_seen
+        evoh report runs/*/eval/grpo-valid_unseen --out reports/unseen
+    """
     from evoh.inspection import report as stage
 
     result = stage.run(runs, out)

@@ -21,7 +21,16 @@ def run(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Rerun the same command after an interruption: finished stages are skipped, the interrupted one resumes."""
+    """Run a recipe's pipeline end to end, skipping stages already done with its settings.
+
+    After an interruption, rerun the same command: finished stages are skipped and the interrupted one resumes.
+
+    Examples:
+
+        evoh run minihouse-cpu -w runs/minihouse
+        evoh run tiny-cpu -w runs/tiny --until sft
+        evoh run recipes/my-recipe.toml -w runs/mine --set grpo.updates=20
+    """
     from evoh.cli.grpo import RolloutErrors, update_display
     from evoh.cli.progress import episode_bar
     from evoh.inspection import report

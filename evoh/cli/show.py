@@ -43,6 +43,14 @@ def show(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the index rows, or the episode's record, as JSON.")] = False,
 ) -> None:
+    """List a file's episodes (filter them, write their game list), or print one turn by turn.
+
+    Examples:
+
+        evoh show runs/tiny/eval/sft-valid_seen --lost --type look
+        evoh show runs/tiny/eval/sft-valid_seen --lost --write-games lost.txt
+        evoh show runs/tiny/collect --episode 3 --full
+    """
     from evoh.inspection.episodes import index, read_episodes, write_game_list
 
     filters = " ".join([*(["--lost"] if lost else []), *(f"--type {t}" for t in types or [])])

@@ -30,6 +30,12 @@ def view(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was written as JSON.")] = False,
 ) -> None:
+    """Write one HTML page of runs' episodes, turn by turn, side by side game by game.
+
+    Examples:
+
+        evoh view runs/tiny/eval/sft-valid_seen runs/tiny/eval/grpo-valid_seen --out compare.html
+    """
     from evoh.inspection import page
 
     result = page.write(runs, out, prompts)

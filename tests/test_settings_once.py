@@ -1,0 +1,94 @@
+"""Each setting is described once, on its section's field: `--help`, docs/settings.md and docs/cli.md are built
+from it, a command's flag is the setting it names, and its typed value goes into the recipe unchanged."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+
+from evoh.cli.app import app
+from evoh.cli.recipe_options import resolve
+from evoh.cli.reference import PAGES
+from evoh.config import Recipe, recipe_settings, settings_of
+from tests.cli_runner import evoh
+
+ROOT = Path(__file__).parents[1]
+
+
+def _commands() -> dict:
+    root = typer.main.get_command(app)
+    found = {}
+    for name, command in root.commands.items():
+        if hasattr(command, "commands"):  # a group: its subcommands
+            found.update({f"{name} {sub}": c for sub, c in command.commands.items()})
+        else:
+            found[name] = command
+    return found
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_reference_pages_are_current(page: str):
+    shipped = (ROOT / "docs" / page).read_text()
+    assert shipped == PAGES[page](), "stale: run `python -m evoh.cli.reference`"
+
+
+def test_every_setting_says_what_it_does():
+    settings = list(settings_of(Recipe))
+    assert len(settings) > 100 and len({s.key for s in settings}) == len(settings)
+    assert [s.key for s in settings if len(s.help) < 8] == []
+
+
+def test_a_flag_shows_its_settings_words_default_and_key(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: rich wraps at the terminal's width
+    out = evoh("grpo", "--help").stdout
+    lr = recipe_settings()["grpo.lr"]
+    assert lr.help[:40] in out and "[default: 1e-06; recipe: grpo.lr]" in out
+    assert "[default: 16; recipe: grpo.tasks_per_update]" in out
+    out = evoh("eval", "--help").stdout
+    assert "--belief" in out and "--no-belief" in out and "recipe: harness.belief" in out
+
+
+def test_flag_values_go_into_the_recipe_as_typed():
+    path = 'runs/a "quoted" \\ path'
+    recipe = resolve(None, ["grpo.kl=0.5"], {"grpo.lr": 3e-4, "grpo.kl": 0.1, "grpo.model": path, "grpo.updates": None})
+    assert (recipe.grpo.lr, recipe.grpo.kl, recipe.grpo.model) == (3e-4, 0.5, path)  # --set still has the last word
+    assert recipe.grpo.updates == Recipe().grpo.updates
+
+
+def test_a_flag_out_of_range_is_the_settings_own_error():
+    result = evoh("grpo", "-w", "/nonexistent/ws", "--lr", "-1")
+    assert result.exit_code == 2 and "grpo.lr = -1.0 is out of range: it must be > 0" in result.stderr
+    result = evoh("grpo", "-w", "/nonexistent/ws", "--start", "later")
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "value"),
+    [
+        (["collect", "--teacher", "openai"], "policy", "openai"),
+        (["collect", "--label-with", "expert"], "label", "expert"),
+        (["grpo", "--from", "none"], "start", "none"),
+    ],
+)
+def test_the_former_flag_names_still_work(argv: list[str], key: str, value: str):
+    command = _commands()[argv[0]]
+    context = command.make_context(argv[0], ["-w", "ws", *argv[1:]])
+    assert context.params[key] == value
+
+
+def test_every_command_has_examples_that_parse():
+    commands = _commands()
+    for name, command in commands.items():
+        help_text = command.help or ""
+        assert "Examples:" in help_text, f"evoh {name}: its docstring has no Examples: block"
+        examples = [line.strip() for line in help_text.split("Examples:")[1].splitlines() if line.strip()]
+        assert examples, name
+        for line in examples:
+            words = shlex.split(line)
+            words = words[words.index("evoh") + 1 :]  # also `accelerate launch -m evoh sft ...`
+            named = " ".join(words[:2]) if " ".join(words[:2]) in commands else words[0]
+            assert named in commands, f"{line!r} in evoh {name}'s examples names no command"
+            commands[named].make_context(f"evoh {named}", words[len(named.split()) :])  # raises on a bad option
