@@ -31,6 +31,7 @@ from evoh.cli import (
     view,
 )
 from evoh.cli.output import guarded
+from evoh.cli.recipe_options import show_recipe_in_help
 
 app = typer.Typer(
     name="evoh",
@@ -86,6 +87,7 @@ def _leave_process_group() -> None:
 
 
 def main() -> None:
+    show_recipe_in_help(sys.argv[1:])
     try:
         app(prog_name="evoh")
     finally:

@@ -8,6 +8,8 @@ against the setting's type and range like any other value.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from evoh.config import Recipe, Setting, load_recipe, recipe_settings
+from evoh.errors import EvohError
 
 WorkspaceOption = Annotated[Path, typer.Option("--workspace", "-w", help="The workspace directory of this experiment.")]
 RecipeOption = Annotated[
@@ -36,11 +39,35 @@ def flag(key: str, *names: str) -> Any:
     return Annotated[setting.type | None, typer.Option(*names, help=flag_help(setting), show_default=False)]
 
 
+# the recipe named on a `--help` command line (`evoh grpo -r tiny-cpu --help`): its values join the defaults shown
+_help_recipe: tuple[str, Recipe] | None = None
+
+
+def show_recipe_in_help(argv: list[str]) -> None:
+    """Before the app is built: when ``argv`` asks for help and names a recipe (and --set overrides), each flag's
+    help also shows that recipe's value. A recipe that does not load is left out; the command itself reports it."""
+    global _help_recipe
+    if not {"-h", "--help"} & set(argv):
+        return
+    named = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in ("-r", "--recipe")]
+    sets = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == "--set"]
+    if named:
+        with contextlib.suppress(EvohError):
+            _help_recipe = (Path(named[-1]).stem, load_recipe(Path(named[-1]), sets))
+
+
 def flag_help(setting: Setting) -> str:
-    """The setting's description, then its built-in default and its recipe key (the square brackets escaped:
-    Typer reads help as rich markup). The description keeps its first letter: it often starts with a value's name."""
+    """The setting's description, then its key and its built-in default, and a recipe's value where --help was
+    asked with one (the square brackets escaped: Typer reads help as rich markup). The description keeps its
+    first letter: it often starts with a value's name."""
     text = setting.help if setting.help.endswith(".") else setting.help + "."
-    return f"{text} [default: {shown(setting.default)}; recipe: {setting.key}]".replace("[", "\\[")
+    facts = f"{setting.key}; default: {shown(setting.default)}"
+    if _help_recipe is not None:
+        name, recipe = _help_recipe
+        value = functools.reduce(getattr, setting.key.split("."), recipe)
+        if value != setting.default:
+            facts += f"; {name}: {shown(value)}"
+    return f"{text} [{facts}]".replace("[", "\\[")
 
 
 def shown(value: Any) -> str:
