@@ -76,6 +76,9 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     again = _sft(refined, tiny_model, 5)
     assert again.exit_code == 2 and "--resume" in again.stderr  # never silently restarts over checkpoints
     assert (sft / "stage.json").exists()  # and a refused run loses nothing
+    other_kind = _sft(refined, tiny_model, 5, "--resume", "--full")
+    assert other_kind.exit_code == 2 and "written by a LoRA adapter" in other_kind.stderr
+    assert (sft / "stage.json").exists()
     resumed = _sft(refined, tiny_model, 5, "--resume")
     assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout)["global_step"] == 5

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from evoh.config import Recipe, recipe_dict
+from evoh.config import Recipe, SftConfig, recipe_dict
 from evoh.distributed import rank, world_size
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
@@ -165,6 +165,17 @@ def resumable_checkpoint(checkpoints: Path) -> Path | None:
     return None
 
 
+def check_same_method(checkpoint: Path, full: bool) -> None:
+    """A checkpoint resumes only the kind of training that wrote it: an adapter's holds adapter weights alone."""
+    written_full = not (checkpoint / "adapter_model.safetensors").exists()
+    if written_full != full:
+        kinds = {True: "full fine-tuning (sft.full = true)", False: "a LoRA adapter (sft.full = false)"}
+        raise EvohError(
+            f"{checkpoint} was written by {kinds[written_full]}; this run asks for {kinds[full]}",
+            hint=f"resume with sft.full = {str(written_full).lower()}, or delete {checkpoint.parent} to start over",
+        )
+
+
 def final_eval_loss(state) -> float | None:
     """The validation loss the trainer already computed at its last step, if it did (a 135M model spends
     minutes on each pass over the validation turns)."""
@@ -176,9 +187,71 @@ def final_eval_loss(state) -> float | None:
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
     c = recipe.sft
+    files = _checked_inputs(c, workspace)
+
+    import torch
+    from datasets import load_dataset
+    from trl import SFTTrainer
+
+    data = load_dataset("json", data_files=files)
+    cuda = torch.cuda.is_available()
+    bf16 = training_precision(c.precision, cuda, "sft") == "bf16"
+    accumulation = max(1, c.batch_size // (c.per_device_batch * world_size()))
+
+    lock = workspace.writing(STAGE) if rank() == 0 else contextlib.nullcontext(workspace.path(STAGE))
+    started = time.time()
+    checkpoints = workspace.path(STAGE) / "checkpoints"
+    if checkpoints.exists() and any(checkpoints.glob("checkpoint-*")) and not resume:
+        raise EvohError(
+            f"{checkpoints} holds checkpoints of an earlier run",
+            hint="pass --resume to continue it, or delete the sft/ folder to start over",
+        )
+    checkpoint = resumable_checkpoint(checkpoints) if resume else None
+    if checkpoint is not None:
+        check_same_method(checkpoint, c.full)
+    with lock as directory:
+        directory = Path(directory)
+        model, tokenizer = _base_model(c, bf16, cuda)
+        args = _training_args(c, workspace, checkpoints, accumulation, cuda, bf16, evaluate="val" in files)
+        metrics_file = directory / "metrics.jsonl"
+        if rank() == 0:
+            keep_metrics_until(metrics_file, int(checkpoint.name.rpartition("-")[2]) if checkpoint else 0)
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=data["train"],
+            eval_dataset=data.get("val"),
+            processing_class=tokenizer,
+            peft_config=_lora_config(c),
+            callbacks=[*_callbacks(metrics_file, started), *tensorboard_callback(c.report_to, directory)],
+        )
+        if args.disable_tqdm:
+            from transformers.trainer_callback import PrinterCallback
+
+            trainer.remove_callback(PrinterCallback)
+            trainer.add_callback(_log_lines(started))
+        with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
+            final = _train(trainer, checkpoint, data, c, tokenizer)
+        close_trackio()
+        manifest = {
+            "config": recipe_dict(recipe)["sft"],
+            "method": "full" if c.full else "lora",
+            "base_model": weights_identity(Path(c.model)),
+            "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
+            "processes": world_size(),
+            "gradient_accumulation": accumulation,
+            "precision": "bf16" if bf16 else "fp32",
+            "weights_dtype": str(model.dtype).removeprefix("torch."),
+            "quantization": "nf4" if c.load_in_4bit else None,
+        }
+        _save(trainer, workspace, directory, c.full, manifest, started, final)
+    return final
+
+
+def _checked_inputs(c: SftConfig, workspace: Workspace) -> dict[str, str]:
+    """The refine files to train and validate on, after every check that needs no ML library."""
     workspace.require("refine")
-    model_dir = Path(c.model)
-    if not c.model or not (model_dir / "config.json").exists():
+    if not c.model or not (Path(c.model) / "config.json").exists():
         raise EvohError(
             f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)"
         )
@@ -195,166 +268,146 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         files["val"] = str(data_dir / "val.jsonl")
     for file in files.values():
         check_examples(Path(file), workspace)
+    return files
 
+
+def _base_model(c: SftConfig, bf16: bool, cuda: bool) -> tuple[Any, Any]:
+    """The base model (NF4 through bitsandbytes for QLoRA; bf16 weights only on a GPU) and its tokenizer."""
     import torch
-    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    quantization = None
+    if c.load_in_4bit:
+        from transformers import BitsAndBytesConfig
+
+        quantization = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
+        )
+    model = AutoModelForCausalLM.from_pretrained(
+        Path(c.model),
+        dtype=torch.bfloat16 if bf16 and cuda else torch.float32,
+        quantization_config=quantization,
+    )
+    return model, AutoTokenizer.from_pretrained(Path(c.model))
+
+
+def _lora_config(c: SftConfig) -> Any:
+    """PEFT's LoRA settings, or None for full fine-tuning."""
+    if c.full:
+        return None
     from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import SFTConfig, SFTTrainer
 
-    data = load_dataset("json", data_files=files)
-    cuda = torch.cuda.is_available()
-    bf16 = training_precision(c.precision, cuda, "sft") == "bf16"
-    world = world_size()
-    accumulation = max(1, c.batch_size // (c.per_device_batch * world))
+    return LoraConfig(
+        r=c.lora_r,
+        lora_alpha=c.lora_alpha,
+        lora_dropout=c.lora_dropout,
+        target_modules="all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")],
+        task_type="CAUSAL_LM",
+        modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
+    )
 
-    lock = workspace.writing(STAGE) if rank() == 0 else contextlib.nullcontext(workspace.path(STAGE))
-    started = time.time()
-    checkpoints = workspace.path(STAGE) / "checkpoints"
-    if checkpoints.exists() and any(checkpoints.glob("checkpoint-*")) and not resume:
-        raise EvohError(
-            f"{checkpoints} holds checkpoints of an earlier run",
-            hint="pass --resume to continue it, or delete the sft/ folder to start over",
-        )
-    with lock as directory:
-        directory = Path(directory)
-        checkpoint = resumable_checkpoint(checkpoints) if resume else None
-        quantization = None
-        if c.load_in_4bit:
-            from transformers import BitsAndBytesConfig
 
-            quantization = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_use_double_quant=True,
-                bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
-            )
-        model = AutoModelForCausalLM.from_pretrained(
-            model_dir,
-            dtype=torch.bfloat16 if bf16 and cuda else torch.float32,
-            quantization_config=quantization,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        target = "all-linear" if c.target == "all-linear" else [t.strip() for t in c.target.split(",")]
-        lora = (
-            None
-            if c.full
-            else LoraConfig(
-                r=c.lora_r,
-                lora_alpha=c.lora_alpha,
-                lora_dropout=c.lora_dropout,
-                target_modules=target,
-                task_type="CAUSAL_LM",
-                modules_to_save=["embed_tokens", "lm_head"] if c.train_embeddings else None,
-            )
-        )
-        args = SFTConfig(
-            output_dir=str(checkpoints),
-            num_train_epochs=c.epochs,
-            max_steps=c.max_steps,
-            learning_rate=c.lr,
-            lr_scheduler_type=c.scheduler,
-            warmup_steps=c.warmup_ratio,  # a float below 1 is a share of the total steps
-            per_device_train_batch_size=c.per_device_batch,
-            per_device_eval_batch_size=c.per_device_batch,
-            gradient_accumulation_steps=accumulation,
-            max_length=c.max_length,
-            train_sampling_strategy="group_by_length" if c.group_by_length else "random",
-            assistant_only_loss=c.assistant_only_loss,
-            use_cpu=not cuda,
-            bf16=bf16,
-            activation_checkpointing=c.gradient_checkpointing and cuda,
-            save_strategy="steps",
-            save_steps=c.save_steps,
-            eval_strategy="steps" if "val" in files else "no",
-            eval_steps=c.eval_steps,
-            logging_steps=c.logging_steps,
-            report_to=[name for name in c.report_to if name != "tensorboard"] or "none",  # tensorboard: below
-            project=PROJECT,
-            run_name=run_name(workspace.root, STAGE),
-            seed=c.seed,
-            disable_tqdm=not os.isatty(2),
-        )
-        metrics_file = directory / "metrics.jsonl"
-        if rank() == 0:
-            keep_metrics_until(metrics_file, int(checkpoint.name.rpartition("-")[2]) if checkpoint else 0)
+def _training_args(
+    c: SftConfig, workspace: Workspace, checkpoints: Path, accumulation: int, cuda: bool, bf16: bool, evaluate: bool
+) -> Any:
+    from trl import SFTConfig
 
-        class MetricsToJsonl(TrainerCallback):
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if state.is_world_process_zero and logs:
-                    with open(metrics_file, "ab") as f:
-                        f.write(orjson.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + b"\n")
+    return SFTConfig(
+        output_dir=str(checkpoints),
+        num_train_epochs=c.epochs,
+        max_steps=c.max_steps,
+        learning_rate=c.lr,
+        lr_scheduler_type=c.scheduler,
+        warmup_steps=c.warmup_ratio,  # a float below 1 is a share of the total steps
+        per_device_train_batch_size=c.per_device_batch,
+        per_device_eval_batch_size=c.per_device_batch,
+        gradient_accumulation_steps=accumulation,
+        max_length=c.max_length,
+        train_sampling_strategy="group_by_length" if c.group_by_length else "random",
+        assistant_only_loss=c.assistant_only_loss,
+        use_cpu=not cuda,
+        bf16=bf16,
+        activation_checkpointing=c.gradient_checkpointing and cuda,
+        save_strategy="steps",
+        save_steps=c.save_steps,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=c.eval_steps,
+        logging_steps=c.logging_steps,
+        report_to=[name for name in c.report_to if name != "tensorboard"] or "none",  # tensorboard: its own callback
+        project=PROJECT,
+        run_name=run_name(workspace.root, STAGE),
+        seed=c.seed,
+        disable_tqdm=not os.isatty(2),
+    )
 
-        class LogLines(TrainerCallback):
-            """Off a terminal, where the trainer would print raw dicts: one line per log with the step of the total."""
 
-            last: tuple[float, float] | None = None  # (tokens seen, time) at the last training log
+def _callbacks(metrics_file: Path, started: float) -> list[Any]:
+    """Every log to sft/metrics.jsonl (main process), and freed memory handed back to the system at each log."""
+    from transformers import TrainerCallback
 
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                if not (state.is_world_process_zero and logs):
-                    return
-                now, rate = time.time(), None
-                if "num_tokens" in logs and "loss" in logs:
-                    if self.last is not None and now > self.last[1]:
-                        rate = (logs["num_tokens"] - self.last[0]) / (now - self.last[1])
-                    self.last = (logs["num_tokens"], now)
-                sys.stderr.write(sft_log_line(state.global_step, state.max_steps, logs, rate, now - started) + "\n")
-                sys.stderr.flush()
+    class MetricsToJsonl(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs:
+                with open(metrics_file, "ab") as f:
+                    f.write(orjson.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + b"\n")
 
-        class ReleaseFreedMemory(TrainerCallback):
-            """Every batch has another length, and glibc keeps the freed tensors' pages: without a trim at
-            each log, resident memory grows over a run."""
+    class ReleaseFreedMemory(TrainerCallback):
+        """Every batch has another length, and glibc keeps the freed tensors' pages: without a trim at
+        each log, resident memory grows over a run."""
 
-            def on_log(self, args, state, control, logs=None, **kwargs):
-                release_freed_memory()
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            release_freed_memory()
 
-        trainer = SFTTrainer(
-            model=model,
-            args=args,
-            train_dataset=data["train"],
-            eval_dataset=data.get("val"),
-            processing_class=tokenizer,
-            peft_config=lora,
-            callbacks=[MetricsToJsonl(), ReleaseFreedMemory(), *tensorboard_callback(c.report_to, directory)],
-        )
-        if args.disable_tqdm:
-            from transformers.trainer_callback import PrinterCallback
+    return [MetricsToJsonl(), ReleaseFreedMemory()]
 
-            trainer.remove_callback(PrinterCallback)
-            trainer.add_callback(LogLines())
-        with contextlib.redirect_stdout(sys.stderr):  # the trainer prints its logs; stdout is for results
-            result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-            final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
-            if "val" in files:
-                loss = final_eval_loss(trainer.state)  # the same on every process, so all take one branch
-                final["eval_loss"] = loss if loss is not None else trainer.evaluate()["eval_loss"]
-            if "val" in files and c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
-                held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
-                final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
-        close_trackio()
-        weights = directory / TRAINED_WEIGHTS[c.full]
-        stale = directory / TRAINED_WEIGHTS[not c.full]
-        trainer.save_model(str(weights))  # with the tokenizer; every rank calls it: ZeRO-3 gathers the weights first
-        if trainer.is_world_process_zero():
-            if stale.exists():
-                shutil.rmtree(stale)  # an earlier run's other kind of weights must not outlive it
-            workspace.finish(
-                STAGE,
-                {
-                    "config": recipe_dict(recipe)["sft"],
-                    "method": "full" if c.full else "lora",
-                    "base_model": weights_identity(model_dir),
-                    "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
-                    "processes": world,
-                    "gradient_accumulation": accumulation,
-                    "precision": "bf16" if bf16 else "fp32",
-                    "weights_dtype": str(model.dtype).removeprefix("torch."),
-                    "quantization": "nf4" if c.load_in_4bit else None,
-                    "seconds": time.time() - started,
-                    **final,
-                },
-            )
+
+def _log_lines(started: float) -> Any:
+    """Off a terminal, where the trainer would print raw dicts: one line per log with the step of the total."""
+    from transformers import TrainerCallback
+
+    class LogLines(TrainerCallback):
+        last: tuple[float, float] | None = None  # (tokens seen, time) at the last training log
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not (state.is_world_process_zero and logs):
+                return
+            now, rate = time.time(), None
+            if "num_tokens" in logs and "loss" in logs:
+                if self.last is not None and now > self.last[1]:
+                    rate = (logs["num_tokens"] - self.last[0]) / (now - self.last[1])
+                self.last = (logs["num_tokens"], now)
+            sys.stderr.write(sft_log_line(state.global_step, state.max_steps, logs, rate, now - started) + "\n")
+            sys.stderr.flush()
+
+    return LogLines()
+
+
+def _train(trainer: Any, checkpoint: Path | None, data: Any, c: SftConfig, tokenizer: Any) -> dict[str, Any]:
+    """Train (from the checkpoint, if any), then the held-out loss and the greedy actions against the teacher's."""
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    final = {"global_step": trainer.state.global_step, "train_loss": result.training_loss}
+    if "val" not in data:
+        return final
+    loss = final_eval_loss(trainer.state)  # the same on every process, so all take one branch
+    final["eval_loss"] = loss if loss is not None else trainer.evaluate()["eval_loss"]
+    if c.action_check > 0 and trainer.is_world_process_zero() and not trainer.is_deepspeed_enabled:
+        held_out = [data["val"][i] for i in range(min(c.action_check, len(data["val"])))]
+        final["val_actions"] = action_agreement(tokenizer, trainer.model, held_out, batch_size=c.per_device_batch)
     return final
+
+
+def _save(trainer: Any, workspace: Workspace, directory: Path, full: bool, manifest: dict, started: float, final: dict) -> None:
+    """The weights (every rank calls it: ZeRO-3 gathers them first), then the stage's manifest (main process)."""
+    weights = directory / TRAINED_WEIGHTS[full]
+    stale = directory / TRAINED_WEIGHTS[not full]
+    trainer.save_model(str(weights))  # with the tokenizer
+    if trainer.is_world_process_zero():
+        if stale.exists():
+            shutil.rmtree(stale)  # an earlier run's other kind of weights must not outlive it
+        workspace.finish(STAGE, {**manifest, "seconds": time.time() - started, **final})
 
 
 def sft_log_line(step: int, total: int, logs: dict[str, Any], tokens_per_second: float | None, seconds: float) -> str:
