@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from evoh.config import Recipe, recipe_dict
+from evoh.config import Recipe, RefineConfig, recipe_dict
 from evoh.errors import EvohError
 from evoh.records import check as records_check
 from evoh.runs.summary import latest
@@ -62,43 +62,15 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
     turn_drops: Counter = Counter()
     episode_drops: Counter = Counter()
     for record in episodes:
-        episode_id = record["task"]["id"]
-        turns = record["trace"]
-        score = 1.0 if record["won"] else 0.0
+        episode_id, turns = record["task"]["id"], record["trace"]
         labelled = any("label" in turn for turn in turns)
-        reason = None
-        if record.get("error"):
-            reason = "episode error"
-        elif score < r.min_score and not labelled:
-            reason = "below min_score"
-        elif r.max_turns and record["turns"] > r.max_turns:
-            reason = "over max_turns"
+        reason = _episode_drop_reason(record, r, labelled)
         if reason:
             episode_drops[reason] += 1
             turn_drops[f"episode dropped: {reason}"] += len(turns)
             report_episodes.append({"episode": episode_id, "kept": False, "reason": reason, "turns": len(turns)})
             continue
-        examples, dropped = [], Counter()
-        for index, turn in enumerate(turns):
-            why = _turn_drop_reason(turn, r.max_prompt_chars, labelled)
-            response = turn.get("label") if labelled else turn["response"]  # an unlabelled turn is dropped below
-            pair = (record["system"], turn["user"], response)
-            if why is None and pair in seen_pairs:
-                why = "duplicate (prompt, response)"
-            if why:
-                dropped[why] += 1
-                continue
-            seen_pairs.add(pair)
-            examples.append(
-                {
-                    "messages": [
-                        {"role": "system", "content": record["system"]},
-                        {"role": "user", "content": turn["user"]},
-                        {"role": "assistant", "content": response},
-                    ],
-                    "source": {"episode": episode_id, "turn": index},
-                }
-            )
+        examples, dropped = _examples(record, labelled, r.max_prompt_chars, seen_pairs)
         turn_drops.update(dropped)
         kept.append((episode_id, examples))
         report_episodes.append(
@@ -111,18 +83,12 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
                 "dropped": dict(dropped),
             }
         )
-    order = [episode_id for episode_id, _ in kept]
-    random.Random(r.seed).shuffle(order)
-    n_val = round(len(order) * r.val_fraction)
-    if r.val_fraction > 0 and len(order) >= 2:
-        n_val = max(1, min(n_val, len(order) - 1))
-    val_ids = set(order[:n_val])
+    val_ids = _held_out([episode_id for episode_id, _ in kept], r.val_fraction, r.seed)
     train = [ex for episode_id, exs in kept if episode_id not in val_ids for ex in exs]
     val = [ex for episode_id, exs in kept if episode_id in val_ids for ex in exs]
     for entry in report_episodes:
         if entry["kept"]:
             entry["split"] = "val" if entry["episode"] in val_ids else "train"
-    input_turns = sum(len(e["trace"]) for e in episodes)
     report = {
         "episodes": {
             "input": len(episodes),
@@ -132,7 +98,7 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
             "dropped": dict(sorted(episode_drops.items())),
         },
         "turns": {
-            "input": input_turns,
+            "input": sum(len(e["trace"]) for e in episodes),
             "kept": len(train) + len(val),
             "train": len(train),
             "val": len(val),
@@ -142,6 +108,55 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
         "per_episode": report_episodes,
     }
     return train, val, report
+
+
+def _episode_drop_reason(record: dict[str, Any], r: RefineConfig, labelled: bool) -> str | None:
+    if record.get("error"):
+        return "episode error"
+    if (1.0 if record["won"] else 0.0) < r.min_score and not labelled:
+        return "below min_score"
+    if r.max_turns and record["turns"] > r.max_turns:
+        return "over max_turns"
+    return None
+
+
+def _examples(
+    record: dict[str, Any], labelled: bool, max_prompt_chars: int, seen_pairs: set[tuple[str, str, str]]
+) -> tuple[list[dict], Counter]:
+    """An episode's turns as chat examples (the label's answer where the expert labelled them), and the count of
+    turns dropped by reason; ``seen_pairs`` carries the (system, prompt, response) triples across episodes."""
+    examples, dropped = [], Counter()
+    for index, turn in enumerate(record["trace"]):
+        why = _turn_drop_reason(turn, max_prompt_chars, labelled)
+        response = turn.get("label") if labelled else turn["response"]  # an unlabelled turn is dropped below
+        pair = (record["system"], turn["user"], response)
+        if why is None and pair in seen_pairs:
+            why = "duplicate (prompt, response)"
+        if why:
+            dropped[why] += 1
+            continue
+        seen_pairs.add(pair)
+        examples.append(
+            {
+                "messages": [
+                    {"role": "system", "content": record["system"]},
+                    {"role": "user", "content": turn["user"]},
+                    {"role": "assistant", "content": response},
+                ],
+                "source": {"episode": record["task"]["id"], "turn": index},
+            }
+        )
+    return examples, dropped
+
+
+def _held_out(episode_ids: list[str], val_fraction: float, seed: int) -> set[str]:
+    """The episodes held out for validation: a seeded share, at least one and never all when any is asked for."""
+    order = list(episode_ids)
+    random.Random(seed).shuffle(order)
+    n_val = round(len(order) * val_fraction)
+    if val_fraction > 0 and len(order) >= 2:
+        n_val = max(1, min(n_val, len(order) - 1))
+    return set(order[:n_val])
 
 
 def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) -> dict[str, Any]:
