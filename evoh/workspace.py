@@ -254,6 +254,20 @@ class Workspace:
             return self.path(stage) / TRAINED_WEIGHTS[True], None
         return Path(manifest["base_model"]["path"]), self.path(stage) / TRAINED_WEIGHTS[False]
 
+    def examples(self, split: str) -> Path:
+        """refine's chat examples for ``split`` (train or val): the file SFT trains on and GRPO anchors to."""
+        if split not in ("train", "val"):
+            raise ValueError(f"examples are train or val, not {split!r}")
+        return self.path("refine") / f"{split}.jsonl"
+
+    def episodes(self, stage: str) -> Path:
+        """The episode records a playing stage wrote: collect's trajectories, an evaluation's episodes."""
+        return self.path(stage) / ("trajectories.jsonl" if stage == "collect" else "episodes.jsonl")
+
+    def bank(self, stage: str) -> Path:
+        """The Experience bank a stage left (collect's, an evaluation's or grpo's), as a bank.json path."""
+        return self.path(stage) / "bank.json"
+
     def _command(self, stage: str) -> str:
         top, _, name = stage.partition("/")
         return STAGE_COMMANDS.get(top, f"evoh {top} -w {{ws}}").format(ws=self.root, name=name or "NAME")

@@ -94,7 +94,7 @@ def resolve_bank(value: str, workspace: Workspace, stage: str) -> Path | None:
             f"no finished {value} stage in {workspace.root} to take the Experience bank from",
             hint=f"run `evoh {value} -w {workspace.root}` first, pass a bank.json path, or --set {stage}.bank='' to start from an empty bank",
         )
-    return workspace.path(value) / "bank.json"
+    return workspace.bank(value)
 
 
 def bank_input(path: Path | None) -> dict[str, str] | None:
@@ -207,7 +207,6 @@ def run_split(
     workspace: Workspace,
     stage: str,
     play: PlayConfig,
-    records_file: str,
     callbacks: Callbacks | None = None,
     extra: dict[str, Any] | None = None,
     policy: Policy | None = None,
@@ -217,6 +216,8 @@ def run_split(
     from evoh import __version__
     from evoh.env.games import read_game_list
     from evoh.policy.factory import build_policy
+
+    records_file = workspace.episodes(stage).name  # the workspace owns the layout
 
     data = data_input(recipe.env)
     listed = read_game_list(play.games) if play.games else ()

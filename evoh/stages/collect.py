@@ -36,4 +36,4 @@ def build_collector(recipe: Recipe) -> Policy:
 
 def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Collect teacher episodes; returns the summary (also written to ``collect/summary.json``)."""
-    return run_split(recipe, workspace, STAGE, recipe.collect, "trajectories.jsonl", callbacks, policy=build_collector(recipe))
+    return run_split(recipe, workspace, STAGE, recipe.collect, callbacks, policy=build_collector(recipe))

@@ -26,4 +26,4 @@ def run_name(recipe: Recipe) -> str:
 
 def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None) -> dict[str, Any]:
     name = run_name(recipe)
-    return run_split(recipe, workspace, f"eval/{name}", recipe.eval, "episodes.jsonl", callbacks, {"name": name})
+    return run_split(recipe, workspace, f"eval/{name}", recipe.eval, callbacks, {"name": name})

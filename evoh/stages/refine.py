@@ -168,7 +168,7 @@ def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) 
                 raise EvohError(f"input {file} does not exist", hint="pass trajectories.jsonl files written by evoh collect")
     else:
         workspace.require("collect")
-        files = [workspace.path("collect") / "trajectories.jsonl"]
+        files = [workspace.episodes("collect")]
     records = [records_check("episode", r, str(file)) for file in files for r in read_jsonl(file).records]
     if not records:
         raise EvohError("no episodes in the input", hint="run `evoh collect` first, or pass --input FILE")
