@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,7 +37,10 @@ def flag(key: str, *names: str) -> Any:
     if not names:
         name = key.rsplit(".", 1)[-1].replace("_", "-")
         names = (f"--{name}/--no-{name}",) if setting.type is bool else (f"--{name}",)
-    return Annotated[setting.type | None, typer.Option(*names, help=flag_help(setting), show_default=False)]
+    kind, metavar = setting.type, None
+    if typing.get_origin(kind) is typing.Literal:  # the recipe checks the choice: one error line, as for --set
+        kind, metavar = str, "|".join(typing.get_args(kind))
+    return Annotated[kind | None, typer.Option(*names, help=flag_help(setting), show_default=False, metavar=metavar)]
 
 
 # the recipe named on a `--help` command line (`evoh grpo -r tiny-cpu --help`): its values join the defaults shown

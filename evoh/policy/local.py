@@ -16,6 +16,7 @@ from typing import Any
 from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.harness.episode import TurnTokens, TurnView
+from evoh.models.hub import model_directory
 from evoh.policy.base import Completion
 from evoh.policy.guided import ActionGrammar, GuidedActions, Vocabulary
 from evoh.workspace import fingerprint, weights_identity
@@ -75,9 +76,7 @@ def load_model(model_dir: str, adapter_dir: str = "", device: str = "auto", dtyp
     """(tokenizer, model) from local directories, ready for generation."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(model_dir)
-    if not model_dir or not (path / "config.json").exists():
-        raise EvohError(f"{model_dir or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init makes one)")
+    path = model_directory(model_dir, "--model")
     device = pick_device(device)
     tokenizer = AutoTokenizer.from_pretrained(path)
     tokenizer.padding_side = "left"
@@ -139,7 +138,9 @@ class LocalPolicy:
 
         self.config = config
         self.seed = seed
-        self.tokenizer, self.model = loaded or load_model(config.model, config.adapter, config.device, config.dtype)
+        # a Hub id resolves once, to the snapshot whose path (with its commit) the policy's identity records
+        self.model_dir = Path(config.model) if loaded else model_directory(config.model, "--model")
+        self.tokenizer, self.model = loaded or load_model(str(self.model_dir), config.adapter, config.device, config.dtype)
         self.device = next(self.model.parameters()).device
         self.keep_tokens = keep_tokens
         self._weights: dict[str, str | None] | None = None
@@ -153,12 +154,12 @@ class LocalPolicy:
         c = self.config
         if self._weights is None:  # retrained weights at the same path are another policy: resuming must not mix them
             self._weights = {
-                "model": fingerprint(weights_identity(Path(c.model))),
+                "model": fingerprint(weights_identity(self.model_dir)),
                 "adapter": fingerprint(weights_identity(Path(c.adapter))) if c.adapter else None,
             }
         return {
             "policy": "local",
-            "model": str(Path(c.model).resolve()),
+            "model": str(self.model_dir.resolve()),
             "adapter": str(Path(c.adapter).resolve()) if c.adapter else None,
             "weights": self._weights,
             "sampling": {

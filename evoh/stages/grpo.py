@@ -43,6 +43,7 @@ from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
+from evoh.models.hub import model_directory
 from evoh.runs.episodes import bank_input, episode_settings, resolve_bank
 from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
@@ -72,7 +73,7 @@ class Inputs:
 def read_inputs(recipe: Recipe, workspace: Workspace) -> Inputs:
     g = recipe.grpo
     base, adapter = starting_point(recipe, workspace)
-    heldout = workspace.path("refine") / "val.jsonl"
+    heldout = workspace.examples("val")
     return Inputs(
         base,
         adapter,
@@ -159,13 +160,13 @@ def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | N
     g = recipe.grpo
     if g.start == "sft":
         base, adapter = workspace.trained_weights("sft")  # a fully fine-tuned model gets a fresh adapter
-        base = Path(g.model) if g.model else base
+        base = model_directory(g.model, "grpo.model") if g.model else base
     else:
         if not g.model:
             raise EvohError(
                 "grpo.start = 'none' needs a base model", hint="pass --model DIR (an exported SFT model, or evoh model init's)"
             )
-        base, adapter = Path(g.model), None
+        base, adapter = model_directory(g.model, "grpo.model"), None
     if not (base / "config.json").exists():
         raise EvohError(f"{base} is not a model directory", hint="pass --model DIR")
     return base, adapter
@@ -173,7 +174,7 @@ def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | N
 
 def sft_examples_file(workspace: Workspace) -> Path:
     """refine's training examples, the anchor of ``grpo.sft_weight``; refused before anything loads when absent."""
-    path = workspace.path("refine") / "train.jsonl"
+    path = workspace.examples("train")
     if not path.exists():
         raise EvohError(
             f"grpo.sft_weight needs the SFT examples at {path}", hint="run `evoh refine` first, or set grpo.sft_weight = 0"

@@ -24,6 +24,7 @@ import orjson
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
+from evoh.models.hub import in_cache, model_directory
 from evoh.runs.episodes import play_settings
 from evoh.runs.summary import errored_run
 from evoh.tracking import check_trackers
@@ -160,7 +161,7 @@ class Pipeline:
         if stage in self.keys:
             return self.keys[stage]
         if stage == "model":  # hashing the weights is costly for a large model: once per run
-            self.keys["model"] = fingerprint(weights_identity(Path(self.recipe.sft.model)))
+            self.keys["model"] = fingerprint(weights_identity(model_directory(self.recipe.sft.model, "sft.model")))
             return self.keys["model"]
         # a stage this pipeline finished earlier and left as it was: the key it ran with, so that a recipe
         # naming fewer stages keys the later ones as the whole recipe does, and neither measures them again
@@ -197,7 +198,7 @@ class Pipeline:
         from evoh.models.tiny import build
 
         path = Path(self.recipe.sft.model)
-        ran = not (path / "config.json").exists()
+        ran = not (path / "config.json").exists() and not in_cache(self.recipe.sft.model)  # a Hub model is not built
         if self.hooks.on_stage:
             self.hooks.on_stage("model", ran)
         started = time.time()

@@ -28,6 +28,7 @@ from evoh.config import Recipe, SftConfig, recipe_dict
 from evoh.distributed import rank, world_size
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
+from evoh.models.hub import model_directory
 from evoh.policy.local import training_precision
 from evoh.tracking import PROJECT, check_trackers, close_trackio, run_name
 from evoh.workspace import TRAINED_WEIGHTS, Workspace, file_sha256, weights_identity
@@ -187,7 +188,7 @@ def final_eval_loss(state) -> float | None:
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
     c = recipe.sft
-    files = _checked_inputs(c, workspace)
+    files, model_dir = _checked_inputs(c, workspace)
 
     import torch
     from datasets import load_dataset
@@ -211,7 +212,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         check_same_method(checkpoint, c.full)
     with lock as directory:
         directory = Path(directory)
-        model, tokenizer = _base_model(c, bf16, cuda)
+        model, tokenizer = _base_model(c, model_dir, bf16, cuda)
         args = _training_args(c, workspace, checkpoints, accumulation, cuda, bf16, evaluate="val" in files)
         metrics_file = directory / "metrics.jsonl"
         if rank() == 0:
@@ -236,7 +237,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         manifest = {
             "config": recipe_dict(recipe)["sft"],
             "method": "full" if c.full else "lora",
-            "base_model": weights_identity(Path(c.model)),
+            "base_model": weights_identity(model_dir),  # a Hub model's path names its snapshot's commit
             "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},
             "processes": world_size(),
             "gradient_accumulation": accumulation,
@@ -248,13 +249,11 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     return final
 
 
-def _checked_inputs(c: SftConfig, workspace: Workspace) -> dict[str, str]:
-    """The refine files to train and validate on, after every check that needs no ML library."""
+def _checked_inputs(c: SftConfig, workspace: Workspace) -> tuple[dict[str, str], Path]:
+    """The refine files to train and validate on and the base model's directory (a Hub id's snapshot), after
+    every check that needs no ML library."""
     workspace.require("refine")
-    if not c.model or not (Path(c.model) / "config.json").exists():
-        raise EvohError(
-            f"{c.model or '(none)'} is not a model directory", hint="pass --model DIR (evoh model init --out DIR makes one)"
-        )
+    model_dir = model_directory(c.model, "sft.model")
     check_trackers(c.report_to, "sft.report_to")
     if c.full and c.load_in_4bit:
         raise EvohError(
@@ -262,16 +261,15 @@ def _checked_inputs(c: SftConfig, workspace: Workspace) -> dict[str, str]:
             hint="drop --load-in-4bit, or drop --full to train a LoRA adapter on the 4-bit base",
         )
     check_4bit(c.load_in_4bit)
-    data_dir = workspace.path("refine")
-    files = {"train": str(data_dir / "train.jsonl")}
-    if (data_dir / "val.jsonl").stat().st_size > 0:
-        files["val"] = str(data_dir / "val.jsonl")
+    files = {"train": str(workspace.examples("train"))}
+    if workspace.examples("val").stat().st_size > 0:
+        files["val"] = str(workspace.examples("val"))
     for file in files.values():
         check_examples(Path(file), workspace)
-    return files
+    return files, model_dir
 
 
-def _base_model(c: SftConfig, bf16: bool, cuda: bool) -> tuple[Any, Any]:
+def _base_model(c: SftConfig, model_dir: Path, bf16: bool, cuda: bool) -> tuple[Any, Any]:
     """The base model (NF4 through bitsandbytes for QLoRA; bf16 weights only on a GPU) and its tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -287,11 +285,11 @@ def _base_model(c: SftConfig, bf16: bool, cuda: bool) -> tuple[Any, Any]:
             bnb_4bit_compute_dtype=torch.bfloat16 if bf16 else torch.float16,
         )
     model = AutoModelForCausalLM.from_pretrained(
-        Path(c.model),
+        model_dir,
         dtype=torch.bfloat16 if bf16 and cuda else torch.float32,
         quantization_config=quantization,
     )
-    return model, AutoTokenizer.from_pretrained(Path(c.model))
+    return model, AutoTokenizer.from_pretrained(model_dir)
 
 
 def _lora_config(c: SftConfig) -> Any:
