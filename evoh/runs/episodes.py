@@ -53,7 +53,9 @@ def episode_settings(recipe: Recipe) -> EpisodeSettings:
     shots = ""
     if h.few_shot:
         if not h.few_shot_from:
-            raise EvohError("harness.few_shot needs harness.few_shot_from", hint="--set harness.few_shot_from=WS/collect/trajectories.jsonl")
+            raise EvohError(
+                "harness.few_shot needs harness.few_shot_from", hint="--set harness.few_shot_from=WS/collect/trajectories.jsonl"
+            )
         shots = demonstrations(read_jsonl(Path(h.few_shot_from)).records, h.few_shot)
     return EpisodeSettings(
         mode=h.mode,
@@ -88,11 +90,17 @@ def resolve_bank(value: str, workspace: Workspace, stage: str) -> Path | None:
     if value not in BANK_STAGES:
         return Path(value)
     if value == stage:
-        raise EvohError(f"the {stage} stage cannot start from its own bank", hint="name the other stage's bank, a bank.json path, or '' for an empty bank")
+        raise EvohError(
+            f"the {stage} stage cannot start from its own bank",
+            hint="name the other stage's bank, a bank.json path, or '' for an empty bank",
+        )
     if workspace.manifest(value) is None:
         raise EvohError(
             f"no finished {value} stage in {workspace.root} to take the Experience bank from",
-            hint=f"run `evoh {value} -w {workspace.root}` first, pass a bank.json path, or --set {stage}.bank='' to start from an empty bank",
+            hint=(
+                f"run `evoh {value} -w {workspace.root}` first, pass a bank.json path, "
+                f"or --set {stage}.bank='' to start from an empty bank"
+            ),
         )
     return workspace.bank(value)
 
@@ -147,7 +155,9 @@ def play_tasks(
             digest = bank.digest()
 
             def key(task: Task, digest: str = digest) -> str:
-                return fingerprint({"task": task.id, "protocol": settings.protocol(), "bank": digest, "policy": policy_key(identity)})
+                return fingerprint(
+                    {"task": task.id, "protocol": settings.protocol(), "bank": digest, "policy": policy_key(identity)}
+                )
 
             def finish(episode, usage, key=key) -> None:
                 record = episode.record({"fingerprint": key(episode.task), "policy": identity, "usage": usage})
@@ -180,8 +190,11 @@ def check_same_run(directory: Path, run_key: dict[str, Any]) -> None:
         previous = orjson.loads(path.read_bytes())
         if previous != current:
             changed = sorted(
-                f"{section}.{k}" for section, values in current.items() if isinstance(values, dict)
-                for k in values if previous.get(section, {}).get(k) != values[k]
+                f"{section}.{k}"
+                for section, values in current.items()
+                if isinstance(values, dict)
+                for k in values
+                if previous.get(section, {}).get(k) != values[k]
             ) or sorted(k for k in current if previous.get(k) != current[k])
             raise EvohError(
                 f"{directory} holds a run made with other settings ({', '.join(changed)})",
@@ -243,8 +256,17 @@ def run_split(
         workspace.unfinish(stage)
         atomic_write_bytes(workspace.root / RECIPE_FILE, recipe_toml(recipe).encode())
         records, bank = play_tasks(
-            tasks, policy, settings, recipe.env, directory, records_file, start_bank=bank_path,
-            batch_size=play.batch_size, max_active=play.max_active, freeze_bank=play.freeze_bank, callbacks=callbacks,
+            tasks,
+            policy,
+            settings,
+            recipe.env,
+            directory,
+            records_file,
+            start_bank=bank_path,
+            batch_size=play.batch_size,
+            max_active=play.max_active,
+            freeze_bank=play.freeze_bank,
+            callbacks=callbacks,
         )
         summary = {
             **summarize(records),

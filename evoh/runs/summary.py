@@ -58,7 +58,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         # environment steps that repeated one already seen, action and observation (earlier records have none)
         "revisits": mean(seen) if (seen := [r["revisits"] for r in finished if "revisits" in r]) else None,
         "invalid_rate": (sum(r["invalid_actions"] for r in finished) / turns) if turns else 0.0,
-        "tokens_per_episode": avg([r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]),
+        "tokens_per_episode": avg(
+            [r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]
+        ),
         "grammar": sorted({r["task"]["grammar"] for r in records}),
         **({"labelled_turns": len(labelled), "label_agreement": label_agreement(labelled)} if labelled else {}),
     }
