@@ -16,7 +16,12 @@ def init(
     out: Annotated[Path, typer.Option("--out", "-o", help="The new model directory.")],
     data: flag("env.data", "--data", "-d") = None,
     kind: flag("env.kind") = None,
-    size: Annotated[str, typer.Option("--size", help="tiny (~1M parameters, tests) or small (a few million, demos).")] = "tiny",
+    size: Annotated[
+        str,
+        typer.Option(
+            "--size", help="tiny (~1M parameters, tests), small (a few million, demos) or medium (~300M, the GPU smoke check)."
+        ),
+    ] = "tiny",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the tokenizer corpus and the weights.")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Write into a non-empty directory.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON.")] = False,

@@ -32,6 +32,16 @@ SIZES = {
         "num_key_value_heads": 2,
         "head_dim": 32,
     },
+    # about 300M: for checking the GPU path end to end (benchmarks/gpu_smoke.sh), not for learning on a CPU
+    "medium": {
+        "vocab": 8192,
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+    },
     # a few million: for demos
     "small": {
         "vocab": 4096,
