@@ -173,7 +173,7 @@ def test_a_student_labelled_by_the_expert_is_refined_into_the_experts_answers(
 
 def test_labels_from_the_expert_need_another_player(alfworld_data: Path, tmp_path: Path):
     result = evoh("collect", "-w", str(tmp_path / "ws"), "--label-with", "expert", "--limit", "1", "--data", str(alfworld_data))
-    assert result.exit_code == 2 and "--teacher local" in result.stderr
+    assert result.exit_code == 2 and "--policy local" in result.stderr
     assert not (tmp_path / "ws").exists()
 
 

@@ -25,7 +25,7 @@ def build_collector(recipe: Recipe) -> Policy:
     if c.policy == "expert":
         raise EvohError(
             "collect.label=expert relabels another player's turns, but the expert is the player here",
-            hint="pass --teacher local --model DIR (the student) with --label-with expert, or drop --label-with",
+            hint="pass --policy local --model DIR (the student) with --label expert, or drop --label",
         )
     from evoh.policy.labelled import LabelledPolicy
 

@@ -6,7 +6,7 @@ in kept episodes, malformed turns, invalid actions and failed meta-actions are d
 caps and duplicate (prompt, response) pairs. Train/val is split by episode with a seed. ``report.json``
 accounts for every input episode and turn: kept, or dropped with its reason.
 
-An episode whose turns carry labels (`evoh collect --label-with expert`) was played by a student and
+An episode whose turns carry labels (`evoh collect --label expert`) was played by a student and
 answered turn by turn by the expert: its examples are the labels, whatever the student wrote and
 whether or not it won, since the point is to teach the right move in the states the student reaches.
 """
