@@ -525,3 +525,16 @@ def test_the_sft_anchor_reads_refines_examples_as_the_rollouts_turns_are_encoded
     assert run.exit_code == 0, run.stderr
     metrics = json.loads((copy / "grpo" / "metrics.jsonl").read_text())
     assert metrics["sft_loss"] > 0 and metrics["samples"] > 0
+
+
+def test_a_frozen_bank_ends_the_run_as_it_started(trained: Path, tmp_path: Path):
+    def entries(path: Path) -> list:
+        return json.loads(path.read_text())["entries"]
+
+    start = entries(trained / "collect" / "bank.json")
+    for frozen in (True, False):
+        copy = tmp_path / f"ws-{frozen}"
+        shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+        run = _grpo(copy, 2, "--set", f"grpo.freeze_bank={str(frozen).lower()}", "--set", "grpo.val_every=0")
+        assert run.exit_code == 0, run.stderr
+        assert (entries(copy / "grpo" / "bank.json") == start) == frozen  # unfrozen, the rollouts' lessons enter it

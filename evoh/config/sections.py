@@ -377,6 +377,12 @@ class GrpoConfig:
             'empty bank; "collect" the same but required; a bank.json path; "" an empty bank'
         ),
     )
+    freeze_bank: bool = setting(
+        False,
+        "true: the rollouts' Experience bank stays as the run started it; false (the paper's harness): every "
+        "update consolidates its episodes into it, so a weak policy's notes, lost games' lessons and recall "
+        "counts change what later recalls answer, beside what the weights learn",
+    )
     generator: Literal["auto", "transformers", "vllm"] = setting("auto", "auto: vLLM when installed and on a GPU")
     vllm_memory: float = setting(
         0.3, "share of GPU memory vLLM may take (the trainer needs the rest)", Range(0, 1, low_open=True, high_open=True)

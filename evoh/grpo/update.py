@@ -113,7 +113,8 @@ def run_update(
     seconds = {"rollout_seconds": rollout_seconds, "update_seconds": time.time() - tick}
     release_freed_memory()  # the optimisation's activations, before validation plays on
     records = state.gather([r.record for r in played.rollouts])
-    bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
+    if not g.freeze_bank:
+        bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
     metrics = update_metrics(state, update, records, played.rewards, (len(played.samples), played.groups), stats, seconds)
     if g.greedy_rollout:  # the games as evaluation would play them, before this update's step
         metrics["greedy"] = episode_figures(state.gather([r.record for r in played.rollouts if is_greedy_rollout(r.key, g)]))
