@@ -88,3 +88,103 @@ def test_a_one_turn_policy_moves_the_way_its_reward_says(minihouse_model: Path, 
     shares = _meta_share_over_updates(minihouse_model, diversity, updates=4)
     moved = (shares[-1] + shares[-2]) / 2 - shares[0]
     assert moved >= change if change > 0 else moved <= change, f"meta-action share by update: {shares}"
+
+
+def _one_update(model: Path, temperature: float, rollouts: str = "all"):
+    """A state, and one played update of MiniHouse rollouts (guided, several turns each) with its samples."""
+    import torch
+    from accelerate import Accelerator
+    from transformers import get_scheduler
+
+    from evoh.grpo.model import build_optimizer, load_trainable
+    from evoh.grpo.settings import rollout_sampling
+    from evoh.grpo.state import TrainState
+    from evoh.grpo.update import play_update
+    from evoh.policy.local import LocalPolicy
+    from evoh.stages.grpo import rollout_settings
+
+    recipe = load_recipe(
+        None,
+        [
+            "env.kind=minihouse",
+            "model.guided=true",
+            "harness.system_prompt=brief",
+            "grpo.max_steps=4",
+            "grpo.tasks_per_update=2",
+            "grpo.group_size=4",
+            "grpo.max_tokens=16",
+            f"grpo.temperature={temperature}",
+            "grpo.lr=1e-3",
+            "grpo.kl=0.0",
+            "grpo.lora_r=8",
+            "grpo.lora_alpha=16",
+            "grpo.start=none",
+            "grpo.seed=2",
+            "grpo.reward.diversity_max=4.0",  # a reward that differs between rollouts, so advantages are not all 0
+            "grpo.reward.diversity_horizon=1000",
+            f'grpo.train_rollouts="{rollouts}"',
+        ],
+    )
+    g = recipe.grpo
+    torch.manual_seed(g.seed)
+    accelerator = Accelerator(cpu=True)
+    tokenizer, model_ = load_trainable(model, None, g, "cpu", reference=False)
+    optimizer = build_optimizer([p for p in model_.parameters() if p.requires_grad], g)
+    trained, optimizer = accelerator.prepare(model_, optimizer)
+    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
+    state = TrainState(
+        accelerator, trained, optimizer, get_scheduler("constant", optimizer), g, tokenizer.pad_token_id, policy.vocabulary
+    )
+    with open_pool(recipe.env, g.max_steps) as pool:
+        played = play_update(state, policy, pool, rollout_settings(recipe), Bank(), load_games(recipe.env, "train", 12), 0)
+    return state, played.samples
+
+
+def _scored(state, samples):
+    """Each sample's per-token log-probs and the trainer's own most likely tokens, as the loss computes them."""
+    import torch
+
+    from evoh.grpo.objective import completion_logits, guided_restriction, restrict_logits, token_logprobs
+
+    state.model.eval()
+    out = []
+    with torch.no_grad():
+        restriction = guided_restriction(samples, state.vocabulary, "cpu")
+        logits, targets, mask = completion_logits(state.model, samples, state.pad_id, "cpu")
+        if restriction is not None:
+            rows, columns, allowed = restriction
+            logits = restrict_logits(logits, rows, columns, allowed[:, : logits.shape[-1]])
+        logp, _ = token_logprobs(logits, targets, state.g.temperature)
+        top2 = logits.float().topk(2, dim=-1).values
+        margin = top2[..., 0] - top2[..., 1]
+        for row in range(len(samples)):
+            m = mask[row]
+            out.append((logp[row][m], logits[row].argmax(-1)[m], targets[row][m], margin[row][m]))
+    return out
+
+
+def test_the_tokens_trained_on_are_the_ones_the_sampler_drew(minihouse_model: Path):
+    # nearly greedy sampling: every drawn token must be the trainer's own most likely one, under the same guidance,
+    # positions and prompt; a shifted token, a wrong mask or a different prompt shows up as disagreement
+    # (where the trainer's two likeliest tokens are within 0.05 in logit, rounding in the sampler's precision may
+    # pick either: at T = 0.01 a margin of 0.05 already makes the likelier one 148 times as likely)
+    state, samples = _one_update(minihouse_model, temperature=0.01)
+    clear = [(best[m > 0.05], drawn[m > 0.05]) for _, best, drawn, m in _scored(state, samples)]
+    tokens = sum(len(drawn) for _, drawn in clear)
+    agree = sum(int((best == drawn).sum()) for best, drawn in clear)
+    assert tokens > 200 and agree == tokens, f"{agree} of {tokens} clearly decided tokens are the trainer's argmax"
+
+
+def test_a_step_raises_the_turns_it_reinforces_and_lowers_the_ones_it_pushes_down(minihouse_model: Path):
+    from evoh.grpo.optimise import optimise
+
+    state, samples = _one_update(minihouse_model, temperature=1.0)
+    up = [s for s in samples if s.advantage > 0]
+    down = [s for s in samples if s.advantage < 0]
+    assert up and down
+    before = [float(lp.sum()) for lp, *_ in _scored(state, up + down)]
+    optimise(state, samples, 0)
+    after = [float(lp.sum()) for lp, *_ in _scored(state, up + down)]
+    change = [a - b for a, b in zip(after, before, strict=True)]
+    raised, lowered = change[: len(up)], change[len(up) :]
+    assert sum(raised) / len(up) > 0 > sum(lowered) / len(down), (raised, lowered)
