@@ -254,6 +254,16 @@ class Workspace:
             return self.path(stage) / TRAINED_WEIGHTS[True], None
         return Path(manifest["base_model"]["path"]), self.path(stage) / TRAINED_WEIGHTS[False]
 
+    def relative(self, path: str) -> str:
+        """A path inside the workspace as relative to its root (so a moved or copied workspace keys the same);
+        any other path, or "", as it is."""
+        if not path:
+            return path
+        try:
+            return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return path
+
     def examples(self, split: str) -> Path:
         """refine's chat examples for ``split`` (train or val): the file SFT trains on and GRPO anchors to."""
         if split not in ("train", "val"):

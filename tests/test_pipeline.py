@@ -87,6 +87,15 @@ def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_mod
     }
     for stage in ("collect", "refine", "sft", "grpo", "eval/grpo-valid_seen", "export"):
         assert (ws / stage / "stage.json").exists()
+    import importlib
+
+    from evoh.config import load_recipe
+    from evoh.workspace import Workspace
+
+    loaded = load_recipe(recipe)
+    for stage in ("collect", "refine", "sft", "grpo"):  # the settings a stage declares, the pipeline's key, are recorded
+        declared = importlib.import_module(f"evoh.stages.{stage}").settings(loaded, Workspace(ws))
+        assert json.loads((ws / stage / "stage.json").read_text())["settings"] == json.loads(json.dumps(declared))
     assert (ws / "grpo" / "annealing.png").exists() and (ws / "grpo" / "success.png").exists()
     assert (ws / "report" / "report.md").exists() and (ws / "export" / "model" / "config.json").exists()
     summary = json.loads((ws / "eval" / "grpo-valid_seen" / "summary.json").read_text())

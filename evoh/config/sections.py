@@ -107,6 +107,9 @@ class ModelConfig:
     timeout: float = setting(60.0, "openai: seconds per request", POSITIVE)
     backoff: float = setting(1.0, "openai: first retry delay in seconds, doubled each time (capped at 30 s)", NON_NEGATIVE)
     batch_size: int = setting(16, "local: episodes per generate() call", AT_LEAST_1)
+    vllm_memory: float = setting(
+        0.85, "vllm: share of the GPU's memory the engine may take (weights and KV cache)", Range(0, 1, low_open=True)
+    )
     device: str = setting("auto", "local: auto (CUDA when present), cpu, cuda")
     dtype: str = setting(
         "auto", "local: auto (bf16 where the GPU or CPU computes it natively, else fp32), float32, bfloat16, float16"
@@ -125,9 +128,10 @@ class ModelConfig:
 class PlayConfig:
     """Which policy plays which games, and how the Experience bank evolves while it does."""
 
-    policy: Literal["expert", "openai", "local"] = setting(
+    policy: Literal["expert", "openai", "local", "vllm"] = setting(
         "expert",
-        "who plays: expert (the rule-based teacher), openai (an OpenAI-compatible endpoint) or local (a model directory)",
+        "who plays: expert (the rule-based teacher), openai (an OpenAI-compatible endpoint), local (a model directory "
+        "or Hub id, through transformers) or vllm (the same model in an in-process vLLM engine; CUDA)",
     )
     split: str = setting("train", "the split whose games are played: train, valid_seen or valid_unseen")
     limit: int = setting(0, "N games of the split; 0 means all", NON_NEGATIVE)

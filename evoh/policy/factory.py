@@ -10,7 +10,7 @@ from evoh.errors import EvohError
 from evoh.policy.base import Policy
 
 log = logging.getLogger(__name__)
-POLICIES = ("expert", "openai", "local")
+POLICIES = ("expert", "openai", "local", "vllm")
 
 
 def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
@@ -36,4 +36,8 @@ def build_policy(kind: str, recipe: Recipe, seed: int = 0) -> Policy:
         from evoh.policy.local import LocalPolicy
 
         return LocalPolicy(recipe.model, seed)
+    if kind == "vllm":
+        from evoh.policy.vllm_engine import serving_policy
+
+        return serving_policy(recipe.model, seed)
     raise EvohError(f"unknown policy {kind!r}", hint=f"use one of {', '.join(POLICIES)}")

@@ -1,10 +1,11 @@
-"""Rollout generation through vLLM for GRPO on a GPU node.
+"""Generation through an in-process vLLM engine: GRPO's rollouts, and ``--policy vllm`` for collect and eval.
 
-The base model is loaded into vLLM once; before each update's rollouts the trainer saves its adapter
-and hands it over as a LoRA request under a new id, so vLLM never serves a stale copy. Only token ids
-come back: the trainer recomputes every log-prob with its own forward pass, so the loss never mixes
-two engines' numerics. Requires the ``vllm`` package and CUDA; adapters that train the embeddings in
-full (``modules_to_save``) cannot be served as LoRA and stay on transformers.
+The base model is loaded into vLLM once. For GRPO, before each update's rollouts the trainer saves its adapter
+and hands it over as a LoRA request under a new id, so vLLM never serves a stale copy; only token ids come
+back, and the trainer recomputes every log-prob with its own forward pass, so the loss never mixes two engines'
+numerics. ``--policy vllm`` serves a model directory or Hub id, with ``model.adapter`` as a LoRA request.
+Requires the ``vllm`` package and CUDA; adapters that train the embeddings in full (``modules_to_save``)
+cannot be served as LoRA and stay on transformers.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import orjson
 from evoh.config import ModelConfig
 from evoh.errors import EvohError
 from evoh.harness.episode import TurnTokens, TurnView
+from evoh.models.hub import model_directory
 from evoh.policy.base import Completion
 from evoh.policy.local import STOP, chat_prompt
+from evoh.workspace import fingerprint, weights_identity
 
 log = logging.getLogger(__name__)
 
@@ -52,37 +55,79 @@ def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) ->
     return "vllm" if wanted in ("auto", "vllm") and ok else "transformers"
 
 
-class VllmPolicy:
-    """The same interface as LocalPolicy (with ``keep_tokens``), generating with vLLM and a LoRA request."""
+def serving_policy(config: ModelConfig, seed: int) -> VllmPolicy:
+    """``--policy vllm``: ``model.model`` (a directory or Hub id) in a vLLM engine, ``model.adapter`` as its LoRA;
+    refused with the reason and the fix where vLLM cannot serve it here."""
+    if config.guided:
+        raise EvohError(
+            "model.guided decodes under evoh's turn grammar, which runs in transformers' generate",
+            hint="set model.guided=false for --policy vllm, or play guided with --policy local",
+        )
+    adapter = Path(config.adapter) if config.adapter else None
+    if adapter is not None and not (adapter / "adapter_config.json").is_file():
+        raise EvohError(f"{adapter} is not a PEFT adapter directory", hint="pass the sft/adapter or grpo/adapter folder")
+    ok, why = can_serve(adapter)
+    if not ok:
+        raise EvohError(f"--policy vllm: {why}", hint="play with --policy local, or serve the model (docs/gpu.md, section 6)")
+    from transformers import AutoTokenizer
 
-    def __init__(self, base: Path, tokenizer, config: ModelConfig, seed: int, lora_rank: int, memory: float) -> None:
+    base = model_directory(config.model, "--model")
+    rank = orjson.loads((adapter / "adapter_config.json").read_bytes())["r"] if adapter else 0
+    policy = VllmPolicy(base, AutoTokenizer.from_pretrained(base), config, seed, rank, config.vllm_memory, keep_tokens=False)
+    if adapter is not None:
+        policy.use_adapter(adapter, 1)
+    return policy
+
+
+class VllmPolicy:
+    """The same interface as LocalPolicy, generating with vLLM (and a LoRA request when ``lora_rank`` > 0); with
+    ``keep_tokens`` (GRPO's rollouts) every completion at the configured sampling carries its token ids."""
+
+    def __init__(
+        self, base: Path, tokenizer, config: ModelConfig, seed: int, lora_rank: int, memory: float, keep_tokens: bool = True
+    ) -> None:
         from vllm import LLM
 
         self.config = config
         self.seed = seed
         self.tokenizer = tokenizer
+        self.base = Path(base)
+        self.keep_tokens = keep_tokens
+        lora = {"enable_lora": True, "max_lora_rank": lora_rank, "max_loras": 1} if lora_rank > 0 else {}
         self.llm = LLM(
             model=str(base),
             tokenizer=str(base),
-            enable_lora=True,
-            max_lora_rank=lora_rank,
-            max_loras=1,
             gpu_memory_utilization=memory,
             seed=seed,
             enable_prefix_caching=True,
+            **lora,
         )
         self.lora = None
+        self.adapter: Path | None = None
+        self._hashed: tuple[Any, dict[str, str | None]] | None = None  # (the LoRA request hashed, its hashes)
 
     def use_adapter(self, path: Path, version: int) -> None:
         from vllm.lora.request import LoRARequest
 
         self.lora = LoRARequest(f"evoh-{version}", version, str(path))
+        self.adapter = Path(path)
+
+    def _weights(self) -> dict[str, str | None]:
+        """What the weights hold (retrained weights at the same path are another policy: resuming must not mix
+        them), hashed once per adapter: a large base's first shard takes seconds to read."""
+        if self._hashed is None or self._hashed[0] != self.lora:
+            model = self._hashed[1]["model"] if self._hashed else fingerprint(weights_identity(self.base))
+            adapter = fingerprint(weights_identity(self.adapter)) if self.adapter else None
+            self._hashed = (self.lora, {"model": model, "adapter": adapter})
+        return self._hashed[1]
 
     def identity(self) -> dict[str, Any]:
         c = self.config
         return {
             "policy": "vllm",
-            "model": c.model,
+            "model": str(self.base.resolve()),
+            "adapter": str(self.adapter.resolve()) if self.adapter else None,
+            "weights": self._weights(),
             "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed},
         }
 
@@ -108,7 +153,7 @@ class VllmPolicy:
         completions = []
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
-            kept = temperature is None if keep is None else keep
+            kept = (self.keep_tokens and temperature is None) if keep is None else keep
             tokens = TurnTokens(list(out.prompt_token_ids), produced) if kept else None
             completions.append(
                 Completion(

@@ -223,9 +223,10 @@ def run_split(
     callbacks: Callbacks | None = None,
     extra: dict[str, Any] | None = None,
     policy: Policy | None = None,
+    declared: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``.
-    ``policy`` defaults to the one ``play.policy`` names."""
+    ``policy`` defaults to the one ``play.policy`` names; ``declared``: the stage's settings, for its stage.json."""
     from evoh import __version__
     from evoh.env.games import read_game_list
     from evoh.policy.factory import build_policy
@@ -292,6 +293,7 @@ def run_split(
             stage,
             {
                 "config": recipe_dict(recipe),
+                "settings": declared,
                 "inputs": {"data": data, "bank": bank_input(bank_path)},
                 "seed": play.seed,
                 "seconds": time.time() - started,

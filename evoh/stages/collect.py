@@ -8,7 +8,7 @@ from typing import Any
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.policy.base import Policy
-from evoh.runs.episodes import Callbacks, run_split
+from evoh.runs.episodes import Callbacks, play_settings, run_split
 from evoh.workspace import Workspace
 
 STAGE = "collect"
@@ -34,6 +34,24 @@ def build_collector(recipe: Recipe) -> Policy:
     return LabelledPolicy(player, labeller)
 
 
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What collect's episodes depend on: `evoh run` keys the stage on it, and stage.json records it."""
+    declared = {
+        **play_settings(recipe),
+        "expert": dataclasses.asdict(recipe.expert),
+        "collect": dataclasses.asdict(recipe.collect),
+    }
+    if recipe.collect.policy != "expert":
+        declared["model"] = dataclasses.asdict(recipe.model)
+    return declared
+
+
+def inputs(recipe: Recipe) -> list[str]:
+    """The stages whose outputs it reads: none."""
+    return []
+
+
 def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None) -> dict[str, Any]:
     """Collect teacher episodes; returns the summary (also written to ``collect/summary.json``)."""
-    return run_split(recipe, workspace, STAGE, recipe.collect, callbacks, policy=build_collector(recipe))
+    policy = build_collector(recipe)
+    return run_split(recipe, workspace, STAGE, recipe.collect, callbacks, policy=policy, declared=settings(recipe, workspace))

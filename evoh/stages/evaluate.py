@@ -7,10 +7,11 @@ full protocol) and ``stage.json``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from evoh.config import Recipe
-from evoh.runs.episodes import Callbacks, run_split
+from evoh.runs.episodes import Callbacks, play_settings, run_split
 from evoh.workspace import Workspace
 
 
@@ -24,6 +25,19 @@ def run_name(recipe: Recipe) -> str:
     return "-".join(parts)
 
 
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What an evaluation's episodes depend on: `evoh run` keys it on this, and stage.json records it. The
+    weights are named by their paths relative to the workspace, so a moved or copied workspace does not measure
+    the same weights again (what they hold is keyed by the stage that made them)."""
+    where = {"model": workspace.relative(recipe.model.model), "adapter": workspace.relative(recipe.model.adapter)}
+    return {
+        **play_settings(recipe),
+        "eval": dataclasses.asdict(recipe.eval),
+        "model": {**dataclasses.asdict(recipe.model), **where},
+    }
+
+
 def run(recipe: Recipe, workspace: Workspace, callbacks: Callbacks | None = None) -> dict[str, Any]:
     name = run_name(recipe)
-    return run_split(recipe, workspace, f"eval/{name}", recipe.eval, callbacks, {"name": name})
+    declared = settings(recipe, workspace)
+    return run_split(recipe, workspace, f"eval/{name}", recipe.eval, callbacks, {"name": name}, declared=declared)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.workspace import Workspace, read_jsonl, share_weights
 
@@ -147,6 +148,16 @@ def _model_card(workspace: Workspace, source: str, manifest: dict[str, Any], dty
                 + f" | {row['meta']:.2f} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What the exported model depends on in a recipe (`evoh run`): which stage's weights, in which dtype."""
+    return {"from": recipe.run.export_from, "dtype": recipe.run.export_dtype}
+
+
+def inputs(recipe: Recipe) -> list[str]:
+    """The stage whose weights it merges."""
+    return [recipe.run.export_from]
 
 
 def run(

@@ -44,7 +44,7 @@ from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.models.hub import model_directory
-from evoh.runs.episodes import bank_input, episode_settings, resolve_bank
+from evoh.runs.episodes import bank_input, episode_settings, play_settings, resolve_bank
 from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
@@ -88,7 +88,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     for line in futile_settings(recipe):
         log.warning(line)
     g, callbacks = recipe.grpo, callbacks or Callbacks()
-    inputs = read_inputs(recipe, workspace)
+    read = read_inputs(recipe, workspace)
 
     import torch
 
@@ -111,16 +111,16 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         torch.manual_seed(g.seed + accelerator.process_index)
         random.seed(g.seed + accelerator.process_index)
         tokenizer, state = load_training(
-            accelerator, precision, inputs.base, inputs.adapter, g, reference=g.kl > 0 or inputs.heldout is not None
+            accelerator, precision, read.base, read.adapter, g, reference=g.kl > 0 or read.heldout is not None
         )
-        update, bank = resume_from(state, directory, Bank.load(inputs.bank) if inputs.bank else Bank(), resume)
+        update, bank = resume_from(state, directory, Bank.load(read.bank) if read.bank else Bank(), resume)
         start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root, STAGE), resumed=update > 0)
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
-        sampling = rollout_sampling(recipe, str(inputs.base))
-        generators = Generators(state, tokenizer, inputs.base, inputs.adapter, sampling, recipe.model.max_tokens, directory)
-        state.vocabulary, state.anchor = generators.vocabulary, anchor_examples(inputs.anchor, tokenizer)
-        drift = sft_examples(inputs.heldout, tokenizer, g.drift_examples) if inputs.heldout else []
+        sampling = rollout_sampling(recipe, str(read.base))
+        generators = Generators(state, tokenizer, read.base, read.adapter, sampling, recipe.model.max_tokens, directory)
+        state.vocabulary, state.anchor = generators.vocabulary, anchor_examples(read.anchor, tokenizer)
+        drift = sft_examples(read.heldout, tokenizer, g.drift_examples) if read.heldout else []
         validation = Validation(val_tasks, val_settings, drift, directory / "validation.jsonl" if main else None)
         metrics: dict[str, Any] = {}
         phase = callbacks.on_phase or (lambda done, what: None)
@@ -150,7 +150,8 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:
             save_final(state, tokenizer, bank, directory)
-            workspace.finish(STAGE, {**manifest(recipe, inputs, data, state, generators.name, precision), **result})
+            described = manifest(recipe, read, data, state, generators.name, precision)
+            workspace.finish(STAGE, {**described, "settings": settings(recipe, workspace), **result})
         accelerator.wait_for_everyone()
     return result
 
@@ -185,6 +186,28 @@ def sft_examples_file(workspace: Workspace) -> Path:
 def rollout_settings(recipe: Recipe) -> EpisodeSettings:
     """How a training rollout plays: the recipe's episodes at ``grpo.max_steps``, every harness call spending a step."""
     return dataclasses.replace(episode_settings(recipe), max_steps=recipe.grpo.max_steps, charge_meta_actions=True)
+
+
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What the trained adapter depends on: `evoh run` keys the stage on it, and stage.json records it. Where
+    its figures are watched changes no weight."""
+    declared = {**play_settings(recipe), "grpo": dataclasses.asdict(recipe.grpo), "model": dataclasses.asdict(recipe.model)}
+    declared["grpo"].pop("report_to")
+    return declared
+
+
+def inputs(recipe: Recipe) -> list[str]:
+    """The stages whose outputs it reads: the weights it starts from, the bank its rollouts start from, and
+    refine's examples where the SFT anchor or the drift measure reads them."""
+    g = recipe.grpo
+    read = (["sft"] if g.start == "sft" else []) + ([] if g.model else ["model"])
+    read += ["collect"] if g.bank in ("auto", "collect") else []
+    read += ["refine"] if g.sft_weight > 0 or (g.val_every and g.drift_examples) else []
+    return read
+
+
+# settings that only make a run longer: a run that changed only these continues from its checkpoints
+EXTENDABLE = ("grpo.updates", "grpo.save_every", "grpo.val_every")
 
 
 def manifest(recipe: Recipe, inputs: Inputs, data, state: TrainState, generator: str, precision: str) -> dict[str, Any]:

@@ -11,7 +11,6 @@ its last checkpoint).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -25,7 +24,6 @@ from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.models.hub import in_cache, model_directory
-from evoh.runs.episodes import play_settings
 from evoh.runs.summary import errored_run
 from evoh.tracking import check_trackers
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
@@ -171,15 +169,6 @@ class Pipeline:
         manifest = self.workspace.path(stage) / MANIFEST
         return file_sha256(manifest) if manifest.exists() else "absent"
 
-    def _relative(self, path: str) -> str:
-        """A path inside the workspace as relative to its root; any other path as it is."""
-        if not path:
-            return path
-        try:
-            return Path(path).resolve().relative_to(self.workspace.root.resolve()).as_posix()
-        except ValueError:
-            return path
-
     def _episodes(self, name: str):
         import contextlib
 
@@ -212,47 +201,31 @@ class Pipeline:
                 self.hooks.on_done("model", time.time() - started)
         return [{"stage": "model", "ran": ran, "seconds": time.time() - started}]
 
+    # each stage module declares what its result depends on (``settings``, ``inputs``): the key, and what stage.json records
+
     def _collect(self) -> list[dict[str, Any]]:
         from evoh.stages import collect
 
-        r = self.recipe
-        settings = {**play_settings(r), "expert": dataclasses.asdict(r.expert), "collect": dataclasses.asdict(r.collect)}
-        if r.collect.policy != "expert":
-            settings["model"] = dataclasses.asdict(r.model)
+        r, ws = self.recipe, self.workspace
 
         def action(resume: bool) -> dict[str, Any]:
             with self._episodes("collect") as callbacks:
-                return collect.run(r, self.workspace, callbacks)
+                return collect.run(r, ws, callbacks)
 
-        return [self._step("collect", settings, [], action, plays=True)]
+        return [self._step("collect", collect.settings(r, ws), collect.inputs(r), action, plays=True)]
 
     def _refine(self) -> list[dict[str, Any]]:
         from evoh.stages import refine
 
-        return [
-            self._step(
-                "refine",
-                dataclasses.asdict(self.recipe.refine),
-                ["collect"],
-                lambda resume: refine.run(self.recipe, self.workspace),
-            )
-        ]
+        r, ws = self.recipe, self.workspace
+        return [self._step("refine", refine.settings(r, ws), refine.inputs(r), lambda resume: refine.run(r, ws))]
 
     def _sft(self) -> list[dict[str, Any]]:
         from evoh.stages import sft
 
-        settings = dataclasses.asdict(self.recipe.sft)
-        settings.pop("action_check")  # a report after training: it changes no weights, so no key
-        settings.pop("report_to")  # nor does where its figures are watched
-        return [
-            self._step(
-                "sft",
-                settings,
-                ["refine", "model"],
-                lambda resume: sft.run(self.recipe, self.workspace, resume=resume),
-                extendable=("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps"),
-            )
-        ]
+        r, ws = self.recipe, self.workspace
+        action = lambda resume: sft.run(r, ws, resume=resume)
+        return [self._step("sft", sft.settings(r, ws), sft.inputs(r), action, extendable=sft.EXTENDABLE)]
 
     def _grpo(self) -> list[dict[str, Any]]:
         import contextlib
@@ -260,12 +233,7 @@ class Pipeline:
         from evoh.stages import grpo
 
         r = self.recipe
-        settings = {**play_settings(r), "grpo": dataclasses.asdict(r.grpo), "model": dataclasses.asdict(r.model)}
-        settings["grpo"].pop("report_to")  # where its figures are watched changes no weights
-        inputs = (["sft"] if r.grpo.start == "sft" else []) + ([] if r.grpo.model else ["model"])
-        inputs += ["collect"] if r.grpo.bank in ("auto", "collect") else []  # the bank rollouts start from
-        # the SFT examples that anchor each step, and the held-out ones validation measures the drift on
-        inputs += ["refine"] if r.grpo.sft_weight > 0 or (r.grpo.val_every and r.grpo.drift_examples) else []
+        settings, inputs = grpo.settings(r, self.workspace), grpo.inputs(r)
 
         def action(resume: bool) -> dict[str, Any]:
             with self.hooks.updates() if self.hooks.updates else contextlib.nullcontext(None) as callbacks:
@@ -280,7 +248,7 @@ class Pipeline:
             result["plots"] = plot.run(self.workspace)
             return result
 
-        return [self._step("grpo", settings, inputs, action, extendable=("grpo.updates", "grpo.save_every", "grpo.val_every"))]
+        return [self._step("grpo", settings, inputs, action, extendable=grpo.EXTENDABLE)]
 
     def _eval(self) -> list[dict[str, Any]]:
         from evoh.stages import evaluate
@@ -303,14 +271,7 @@ class Pipeline:
                 if r.run.eval_stage_banks and self.workspace.manifest(bank) is not None:
                     r.eval.bank = bank
                     inputs = sorted({*inputs, bank})
-                # the weights are keyed by the stage that made them (inputs); their paths, relative to the
-                # workspace, so that a moved or copied workspace does not measure the same weights again
-                where = {"model": self._relative(r.model.model), "adapter": self._relative(r.model.adapter)}
-                settings = {
-                    **play_settings(r),
-                    "eval": dataclasses.asdict(r.eval),
-                    "model": {**dataclasses.asdict(r.model), **where},
-                }
+                settings = evaluate.settings(r, self.workspace)  # the weights themselves are keyed by their stage
 
                 def action(resume: bool, r: Recipe = r, name: str = name) -> dict[str, Any]:
                     with self._episodes(f"eval/{name}") as callbacks:
@@ -322,15 +283,9 @@ class Pipeline:
     def _export(self) -> list[dict[str, Any]]:
         from evoh.stages import export
 
-        source, dtype = self.recipe.run.export_from, self.recipe.run.export_dtype
-        return [
-            self._step(
-                "export",
-                {"from": source, "dtype": dtype},
-                [source],
-                lambda resume: export.run(self.workspace, source, dtype, force=True),
-            )
-        ]
+        r, ws = self.recipe, self.workspace
+        action = lambda resume: export.run(ws, r.run.export_from, r.run.export_dtype, force=True)
+        return [self._step("export", export.settings(r, ws), export.inputs(r), action)]
 
 
 def eval_runs(workspace: Workspace, recipe: Recipe) -> list[Path]:

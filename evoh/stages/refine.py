@@ -13,6 +13,7 @@ whether or not it won, since the point is to teach the right move in the states 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections import Counter
@@ -159,10 +160,21 @@ def _held_out(episode_ids: list[str], val_fraction: float, seed: int) -> set[str
     return set(order[:n_val])
 
 
-def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) -> dict[str, Any]:
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What refine's examples depend on: `evoh run` keys the stage on it, and stage.json records it."""
+    return dataclasses.asdict(recipe.refine)
+
+
+def inputs(recipe: Recipe) -> list[str]:
+    """The stages whose outputs it reads."""
+    return ["collect"]
+
+
+def run(recipe: Recipe, workspace: Workspace, from_files: list[Path] | None = None) -> dict[str, Any]:
+    """Refine ``from_files`` (trajectories.jsonl files), or by default collect's episodes in this workspace."""
     started = time.time()
-    if inputs:
-        files = [Path(p) for p in inputs]
+    if from_files:
+        files = [Path(p) for p in from_files]
         for file in files:
             if not file.is_file():
                 raise EvohError(f"input {file} does not exist", hint="pass trajectories.jsonl files written by evoh collect")
@@ -185,6 +197,7 @@ def run(recipe: Recipe, workspace: Workspace, inputs: list[Path] | None = None) 
             STAGE,
             {
                 "config": recipe_dict(recipe)["refine"],
+                "settings": settings(recipe, workspace),
                 "inputs": [{"path": str(f), "sha256": file_sha256(f)} for f in files],
                 "outputs": {name: file_sha256(directory / f"{name}.jsonl") for name in ("train", "val")},
                 "seconds": time.time() - started,

@@ -14,6 +14,7 @@ Under torchrun or ``accelerate launch`` every process trains and only the main o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -186,6 +187,24 @@ def final_eval_loss(state) -> float | None:
     return None
 
 
+def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+    """What the trained weights depend on: `evoh run` keys the stage on it, and stage.json records it. The
+    held-out action check and where the figures are watched change no weight."""
+    declared = dataclasses.asdict(recipe.sft)
+    declared.pop("action_check")
+    declared.pop("report_to")
+    return declared
+
+
+def inputs(recipe: Recipe) -> list[str]:
+    """The stages whose outputs it reads: refine's examples and the base model."""
+    return ["refine", "model"]
+
+
+# settings that only make a run longer: a run that changed only these continues from its checkpoints
+EXTENDABLE = ("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps")
+
+
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
     c = recipe.sft
     files, model_dir = _checked_inputs(c, workspace)
@@ -236,6 +255,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
         close_trackio()
         manifest = {
             "config": recipe_dict(recipe)["sft"],
+            "settings": settings(recipe, workspace),
             "method": "full" if c.full else "lora",
             "base_model": weights_identity(model_dir),  # a Hub model's path names its snapshot's commit
             "inputs": {name: {"path": path, "sha256": file_sha256(Path(path))} for name, path in files.items()},

@@ -1,0 +1,88 @@
+"""`--policy vllm` against a stand-in engine: the requests evoh builds (the engine's settings, the LoRA request,
+the chat prompts, the sampling) and the episodes that come back; and the refusals where vLLM cannot serve."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runner import evoh
+
+REPLY = "<think>\nlook around first.\n</think>\n<action>look</action>"
+
+
+class StandInEngine:
+    """What evoh asks of ``vllm.LLM``: built once with its settings, then ``generate`` calls, recorded."""
+
+    built: list[dict] = []
+    calls: list[dict] = []
+
+    def __init__(self, **settings):
+        StandInEngine.built.append(settings)
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(settings["tokenizer"])
+
+    def generate(self, prompts, params, lora_request=None, use_tqdm=True):
+        StandInEngine.calls.append({"prompts": prompts, "params": params, "lora": lora_request})
+        reply = self.tokenizer(REPLY, add_special_tokens=False).input_ids
+        return [
+            types.SimpleNamespace(
+                prompt_token_ids=self.tokenizer(p, add_special_tokens=False).input_ids,
+                outputs=[types.SimpleNamespace(text=REPLY, token_ids=reply)],
+            )
+            for p in prompts
+        ]
+
+
+@pytest.fixture
+def stand_in_vllm(monkeypatch: pytest.MonkeyPatch):
+    """A ``vllm`` module whose engine records what it is asked, and a machine where it can serve."""
+    vllm = types.ModuleType("vllm")
+    vllm.LLM = StandInEngine
+    vllm.SamplingParams = lambda **params: params
+    lora = types.ModuleType("vllm.lora.request")
+    lora.LoRARequest = lambda name, version, path: {"name": name, "id": version, "path": path}
+    for name, module in {"vllm": vllm, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": lora}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr("evoh.policy.vllm_engine.can_serve", lambda adapter, guided=False: (True, ""))
+    StandInEngine.built, StandInEngine.calls = [], []
+    return StandInEngine
+
+
+def test_eval_through_vllm_builds_the_engine_the_lora_and_the_prompts(stand_in_vllm, minihouse_model: Path, tmp_path: Path):
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
+    ws = tmp_path / "ws"
+    result = evoh(
+        "eval", "-w", str(ws), "--kind", "minihouse", "--policy", "vllm", "--model", str(minihouse_model),
+        "--adapter", str(adapter), "--limit", "2", "--max-steps", "3", "--set", "model.temperature=0.5",
+        "--set", "model.max_tokens=64", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (built,) = stand_in_vllm.built  # one engine for the whole run
+    assert built["model"] == str(minihouse_model) and built["enable_lora"] and built["max_lora_rank"] == 8
+    assert built["gpu_memory_utilization"] == 0.85 and built["enable_prefix_caching"]
+    call = stand_in_vllm.calls[0]
+    assert len(call["prompts"]) == 2  # the episodes in flight go in one batched call
+    assert call["prompts"][0].startswith("<|im_start|>system") and "Objective:" in call["prompts"][0]
+    assert call["params"]["temperature"] == 0.5 and call["params"]["max_tokens"] == 64
+    assert call["lora"]["path"] == str(adapter)
+    summary = json.loads((ws / "eval" / "vllm-valid_seen" / "summary.json").read_text())
+    assert summary["episodes"] == 2 and summary["policy"]["policy"] == "vllm"
+    assert summary["policy"]["adapter"] == str(adapter.resolve()) and summary["policy"]["weights"]["adapter"]
+    records = [json.loads(line) for line in (ws / "eval" / "vllm-valid_seen" / "episodes.jsonl").read_text().splitlines()]
+    assert all(turn["action"] == "look" for record in records for turn in record["trace"])
+
+
+def test_where_vllm_cannot_serve_it_says_why(minihouse_model: Path, tmp_path: Path):
+    args = ["eval", "-w", str(tmp_path / "ws"), "--kind", "minihouse", "--policy", "vllm", "--model", str(minihouse_model)]
+    result = evoh(*args, "--limit", "1")
+    assert result.exit_code == 2 and "--policy vllm:" in result.stderr and "hint:" in result.stderr
+    guided = evoh(*args, "--limit", "1", "--set", "model.guided=true")
+    assert guided.exit_code == 2 and "model.guided" in guided.stderr
