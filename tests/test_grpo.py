@@ -535,6 +535,6 @@ def test_a_frozen_bank_ends_the_run_as_it_started(trained: Path, tmp_path: Path)
     for frozen in (True, False):
         copy = tmp_path / f"ws-{frozen}"
         shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
-        run = _grpo(copy, 2, "--set", f"grpo.freeze_bank={str(frozen).lower()}", "--set", "grpo.val_every=0")
+        run = _grpo(copy, 1, "--set", f"grpo.freeze_bank={str(frozen).lower()}", "--set", "grpo.val_every=0")
         assert run.exit_code == 0, run.stderr
         assert (entries(copy / "grpo" / "bank.json") == start) == frozen  # unfrozen, the rollouts' lessons enter it
