@@ -21,7 +21,7 @@ command -v nvidia-smi >/dev/null 2>&1 || fail "gpu_smoke.sh needs an NVIDIA GPU:
 python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
   fail "gpu_smoke.sh needs a CUDA build of torch that sees a GPU (torch.cuda.is_available() is false)" \
     "install torch for the node's CUDA (docs/gpu.md, section 1)"
-python -c "import bitsandbytes" 2>/dev/null || fail "QLoRA needs bitsandbytes" "pip install bitsandbytes"
+python -c "import bitsandbytes" 2>/dev/null || fail "QLoRA needs bitsandbytes" "pip install -e \".[qlora]\""
 
 WS=${1:-runs/gpu-smoke}
 MODEL="$WS-model"

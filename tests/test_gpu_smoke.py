@@ -39,3 +39,14 @@ def test_without_a_gpu_it_refuses_with_exit_2(tmp_path: Path):
     assert done.returncode == 2
     assert done.stderr.startswith("error: gpu_smoke.sh needs an NVIDIA GPU") and "hint:" in done.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def test_the_gpu_extras_name_what_the_gpu_guide_installs():
+    import tomllib
+
+    root = SCRIPT.parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(r.startswith("bitsandbytes") for r in extras["qlora"])
+    assert any(r.startswith("deepspeed") for r in extras["deepspeed"])
+    assert "vllm" not in extras  # it cannot share an environment with evoh's transformers (docs/gpu.md)
+    assert '-e ".[track,qlora,deepspeed]"' in (root / "docs" / "gpu.md").read_text()
