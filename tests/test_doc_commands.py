@@ -4,29 +4,16 @@ and options parse as written (placeholders such as WS or URL stand where values 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
-import typer
 
-from evoh.cli.app import app
+from tests.cli_runner import commands, parse_command_line
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "docs" / "gpu.md", ROOT / "docs" / "training.md", ROOT / "docs" / "inspecting.md"]
 RECIPES = sorted((ROOT / "evoh" / "recipes").glob("*.toml"))
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
-
-
-def _commands() -> dict:
-    root = typer.main.get_command(app)
-    found = {}
-    for name, command in root.commands.items():
-        if hasattr(command, "commands"):  # a group: its subcommands
-            found.update({f"{name} {sub}": c for sub, c in command.commands.items()})
-        else:
-            found[name] = command
-    return found
 
 
 def _evoh_lines(text: str) -> list[str]:
@@ -50,15 +37,11 @@ def _shown(page: Path) -> list[str]:
 
 @pytest.mark.parametrize("page", PAGES + RECIPES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_command_shown_parses(page: Path):
-    commands = _commands()
+    known = commands()
     shown = _shown(page)
     assert shown or page.suffix == ".toml", f"{page.name} shows no evoh command: is the pattern still right?"
     for line in shown:
-        words = shlex.split(line)
-        words = words[words.index("evoh") + 1 :] if "-m" in words else words[1:]
-        named = " ".join(words[:2]) if " ".join(words[:2]) in commands else words[0]
-        assert named in commands, f"{page.name}: {line!r} names no evoh command"
         try:
-            commands[named].make_context(f"evoh {named}", words[len(named.split()) :])
-        except Exception as exc:  # click's usage errors: an unknown option, a missing value
+            parse_command_line(line, known)
+        except Exception as exc:  # click's usage errors: an unknown option, a missing value; or no such command
             pytest.fail(f"{page.name}: {line!r} does not parse: {exc}")

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.test_doc_commands import _commands
+from tests.cli_runner import commands, parse_command_line
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_smoke.sh"
 
@@ -19,17 +19,14 @@ def test_the_script_is_valid_bash():
 
 
 def test_its_evoh_commands_parse():
-    import shlex
 
     text = re.sub(r"\\\n\s*", " ", SCRIPT.read_text())
     text = text.replace('"${WORLD[@]}"', "--kind minihouse")
     lines = [line.split("#")[0].strip() for line in text.splitlines() if re.match(r"\s*run \w+ +evoh ", line)]
     assert len(lines) == 8  # model, collect, refine, sft, grpo, export, and eval either way
-    commands = _commands()
+    known = commands()
     for line in lines:
-        words = shlex.split(line)[3:]  # run NAME evoh ...
-        named = " ".join(words[:2]) if " ".join(words[:2]) in commands else words[0]
-        commands[named].make_context(f"evoh {named}", words[len(named.split()) :])
+        parse_command_line(line.split(" ", 2)[2], known)  # run NAME evoh ...
 
 
 def test_without_a_gpu_it_refuses_with_exit_2(tmp_path: Path):

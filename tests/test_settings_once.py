@@ -3,30 +3,16 @@ from it, a command's flag is the setting it names, and its typed value goes into
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
-import typer
 
-from evoh.cli.app import app
 from evoh.cli.recipe_options import resolve
 from evoh.cli.reference import PAGES
 from evoh.config import Recipe, recipe_settings, settings_of
-from tests.cli_runner import evoh
+from tests.cli_runner import commands, evoh, parse_command_line
 
 ROOT = Path(__file__).parents[1]
-
-
-def _commands() -> dict:
-    root = typer.main.get_command(app)
-    found = {}
-    for name, command in root.commands.items():
-        if hasattr(command, "commands"):  # a group: its subcommands
-            found.update({f"{name} {sub}": c for sub, c in command.commands.items()})
-        else:
-            found[name] = command
-    return found
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
@@ -87,21 +73,17 @@ def test_a_flag_out_of_range_is_the_settings_own_error():
     ],
 )
 def test_the_former_flag_names_still_work(argv: list[str], key: str, value: str):
-    command = _commands()[argv[0]]
+    command = commands()[argv[0]]
     context = command.make_context(argv[0], ["-w", "ws", *argv[1:]])
     assert context.params[key] == value
 
 
 def test_every_command_has_examples_that_parse():
-    commands = _commands()
-    for name, command in commands.items():
+    known = commands()
+    for name, command in known.items():
         help_text = command.help or ""
         assert "Examples:" in help_text, f"evoh {name}: its docstring has no Examples: block"
         examples = [line.strip() for line in help_text.split("Examples:")[1].splitlines() if line.strip()]
         assert examples, name
         for line in examples:
-            words = shlex.split(line)
-            words = words[words.index("evoh") + 1 :]  # also `accelerate launch -m evoh sft ...`
-            named = " ".join(words[:2]) if " ".join(words[:2]) in commands else words[0]
-            assert named in commands, f"{line!r} in evoh {name}'s examples names no command"
-            commands[named].make_context(f"evoh {named}", words[len(named.split()) :])  # raises on a bad option
+            parse_command_line(line, known)  # raises on an unknown command, option or value
