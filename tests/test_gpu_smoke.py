@@ -19,7 +19,6 @@ def test_the_script_is_valid_bash():
 
 
 def test_its_evoh_commands_parse():
-
     text = re.sub(r"\\\n\s*", " ", SCRIPT.read_text())
     text = text.replace('"${WORLD[@]}"', "--kind minihouse")
     lines = [line.split("#")[0].strip() for line in text.splitlines() if re.match(r"\s*run \w+ +evoh ", line)]
