@@ -157,3 +157,32 @@ def test_run_refuses_a_bad_plan(tmp_path: Path, tiny_model: Path, alfworld_data:
 def test_plot_needs_a_grpo_run(tmp_path: Path):
     result = evoh("plot", str(tmp_path))
     assert result.exit_code == 2 and "evoh grpo -w" in result.stderr
+
+
+# What each stage of two shipped recipes is keyed on, as evoh run computed it before the stages declared their own
+# settings. A new setting must leave these as they are (left out at its default, or only where it applies):
+# a changed key makes every existing workspace run that stage again. Change them only on purpose.
+PINNED_KEYS = {
+    "tiny-cpu": {"collect": "58a26cdbbcb68c3eb170", "refine": "dfba0add4b923d2b7ec6", "sft": "ae82db7b107b783fdb79",
+                 "grpo": "2ebd8198c24c757cb639", "eval": "96842d5ad2916d12f2fc"},
+    "minihouse-cpu": {"collect": "59b7e37586efe94ff494", "refine": "dfba0add4b923d2b7ec6", "sft": "8e7d7988171aecc074b4",
+                      "grpo": "04ad93a8e91067c4b1ae", "eval": "eaf288bcb0d636f1783f"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_KEYS))
+def test_the_settings_stages_are_keyed_on_stay_as_they_were(name: str, tmp_path: Path):
+    import copy
+
+    from evoh.config import load_recipe
+    from evoh.stages import collect, evaluate, grpo, refine, sft
+    from evoh.workspace import Workspace
+
+    recipe, ws = load_recipe(Path(name)), Workspace(tmp_path)
+    keys = {m.__name__.rsplit(".", 1)[1]: fingerprint(m.settings(recipe, ws)) for m in (collect, refine, sft, grpo)}
+    measured = copy.deepcopy(recipe)  # as evoh run evaluates the sft weights on valid_seen
+    measured.eval.policy, measured.eval.split, measured.eval.name = "local", "valid_seen", "sft-valid_seen"
+    measured.model.temperature = measured.run.eval_temperature
+    measured.model.model, measured.model.adapter = str(tmp_path / "sft" / "model"), ""
+    keys["eval"] = fingerprint(evaluate.settings(measured, ws))
+    assert keys == PINNED_KEYS[name]

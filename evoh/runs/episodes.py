@@ -75,6 +75,15 @@ def play_settings(recipe: Recipe) -> dict[str, Any]:
     return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
 
 
+def model_settings(recipe: Recipe, policy: str) -> dict[str, Any]:
+    """The [model] settings that change how ``policy`` plays: ``vllm_memory`` only for the vllm policy (it was
+    added later; left out otherwise, so the keys of runs made before it stay the same)."""
+    model = dataclasses.asdict(recipe.model)
+    if policy != "vllm":
+        model.pop("vllm_memory")
+    return model
+
+
 BANK_STAGES = ("collect", "grpo")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.policy.base import Policy
-from evoh.runs.episodes import Callbacks, play_settings, run_split
+from evoh.runs.episodes import Callbacks, model_settings, play_settings, run_split
 from evoh.workspace import Workspace
 
 STAGE = "collect"
@@ -42,7 +42,7 @@ def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
         "collect": dataclasses.asdict(recipe.collect),
     }
     if recipe.collect.policy != "expert":
-        declared["model"] = dataclasses.asdict(recipe.model)
+        declared["model"] = model_settings(recipe, recipe.collect.policy)
     return declared
 
 

@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any
 
 from evoh.config import Recipe
-from evoh.runs.episodes import Callbacks, play_settings, run_split
+from evoh.runs.episodes import Callbacks, model_settings, play_settings, run_split
 from evoh.workspace import Workspace
 
 
@@ -33,7 +33,7 @@ def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
     return {
         **play_settings(recipe),
         "eval": dataclasses.asdict(recipe.eval),
-        "model": {**dataclasses.asdict(recipe.model), **where},
+        "model": {**model_settings(recipe, recipe.eval.policy), **where},
     }
 
 

@@ -44,7 +44,7 @@ from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.models.hub import model_directory
-from evoh.runs.episodes import bank_input, episode_settings, play_settings, resolve_bank
+from evoh.runs.episodes import bank_input, episode_settings, model_settings, play_settings, resolve_bank
 from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
@@ -191,8 +191,10 @@ def rollout_settings(recipe: Recipe) -> EpisodeSettings:
 def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
     """What the trained adapter depends on: `evoh run` keys the stage on it, and stage.json records it. Where
     its figures are watched changes no weight."""
-    declared = {**play_settings(recipe), "grpo": dataclasses.asdict(recipe.grpo), "model": dataclasses.asdict(recipe.model)}
+    declared = {**play_settings(recipe), "grpo": dataclasses.asdict(recipe.grpo), "model": model_settings(recipe, "local")}
     declared["grpo"].pop("report_to")
+    if not recipe.grpo.freeze_bank:  # added later: left out at its default, so earlier runs keep their keys
+        declared["grpo"].pop("freeze_bank")
     return declared
 
 
