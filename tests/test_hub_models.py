@@ -61,3 +61,18 @@ def test_eval_plays_a_model_named_by_its_hub_id(hub_cache: Path, tmp_path: Path)
     assert identity["model"].endswith(f"models--acme--tiny-house/snapshots/{COMMIT}")  # the revision it played
     refused = evoh("eval", "-w", str(ws), "--model", "acme/elsewhere", *args)
     assert refused.exit_code == 2 and "hf download acme/elsewhere" in refused.stderr
+
+
+def test_the_model_stage_never_builds_a_random_model_where_a_hub_model_is_named(hub_cache: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[run]\nstages = ["model"]\nmodel_size = "tiny"\n[env]\nkind = "minihouse"\n[sft]\nmodel = "acme/absent"\n')
+    refused = evoh("run", str(recipe), "-w", str(tmp_path / "ws"))
+    assert refused.exit_code == 2 and "hf download acme/absent" in refused.stderr
+    assert 'sft.model = "./acme/absent"' in refused.stderr
+    assert not (tmp_path / "acme").exists()
+    cached = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'sft.model="acme/tiny-house"')
+    assert cached.exit_code == 0, cached.stderr
+    assert not (tmp_path / "acme").exists()  # found in the cache: nothing built
+    built = evoh("run", str(recipe), "-w", str(tmp_path / "ws"), "--set", 'sft.model="./acme/absent"')
+    assert built.exit_code == 0 and (tmp_path / "acme" / "absent" / "config.json").exists()  # a path written as one

@@ -35,7 +35,12 @@ def model_directory(name: str, setting: str) -> Path:
             f"{setting} = {name!r} is not a model directory (nothing is there) nor a Hugging Face Hub id",
             hint="pass a model directory (evoh model init --out DIR makes one) or a Hub id such as Qwen/Qwen3-0.6B",
         )
-    return _snapshot(match["repo"], match["revision"])
+    return _snapshot(match["repo"], match["revision"], name)
+
+
+def names_hub_model(name: str) -> bool:
+    """Whether ``name`` would be read as a Hub id: ``owner/name[@revision]``, and no such path here."""
+    return HUB_ID.match(name) is not None and not Path(name).expanduser().exists()
 
 
 def in_cache(name: str) -> bool:
@@ -53,22 +58,24 @@ def in_cache(name: str) -> bool:
     return True
 
 
-def _snapshot(repo: str, revision: str | None) -> Path:
+def _snapshot(repo: str, revision: str | None, name: str) -> Path:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
     wanted = f"{repo}@{revision}" if revision else repo
+    download = f"hf download {repo}" + (f" --revision {revision}" if revision else "")
+    nothing_here = f"there is no directory {name} here, and "  # a path with one slash reads as an id too
     try:
         return Path(snapshot_download(repo, revision=revision))
     except (RepositoryNotFoundError, RevisionNotFoundError):
-        raise EvohError(f"{wanted} is not a model on the Hugging Face Hub", hint="check the id (and revision)") from None
+        raise EvohError(f"{nothing_here}{wanted} is not a model on the Hugging Face Hub", hint="check the path or id") from None
     except LocalEntryNotFoundError:
-        offline = (
-            ", and HF_HUB_OFFLINE=1 forbids downloading it" if constants.HF_HUB_OFFLINE else ", and the Hub was not reachable"
-        )
+        offline = "HF_HUB_OFFLINE=1 forbids downloading it" if constants.HF_HUB_OFFLINE else "the Hub was not reachable"
         raise EvohError(
-            f"{wanted} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}){offline}",
-            hint=f"download it where the Hub is reachable: hf download {repo}; or pass a model directory",
+            f"{nothing_here}{wanted} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}): {offline}",
+            hint=f"download it where the Hub is reachable ({download}), or pass a model directory",
         ) from None
     except (HfHubHTTPError, OSError) as exc:
-        raise EvohError(f"{wanted} could not be downloaded ({exc})", hint=f"retry, or first: hf download {repo}") from None
+        raise EvohError(f"{wanted} could not be downloaded ({exc})", hint=f"retry, or first: {download}") from None
+    except ValueError as exc:  # huggingface_hub's own check of the id (HFValidationError)
+        raise EvohError(f"{nothing_here}{name!r} is not a valid Hub id ({exc})", hint="check the path or the id") from None

@@ -23,7 +23,7 @@ import orjson
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
-from evoh.models.hub import in_cache, model_directory
+from evoh.models.hub import model_directory, names_hub_model
 from evoh.runs.summary import errored_run
 from evoh.tracking import check_trackers
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
@@ -186,8 +186,15 @@ class Pipeline:
     def _model(self) -> list[dict[str, Any]]:
         from evoh.models.tiny import build
 
-        path = Path(self.recipe.sft.model)
-        ran = not (path / "config.json").exists() and not in_cache(self.recipe.sft.model)  # a Hub model is not built
+        name = self.recipe.sft.model
+        path = Path(name)
+        if names_hub_model(name):  # a Hub model is fetched (or refused with the reason), never built in its place
+            try:
+                model_directory(name, "sft.model")
+            except EvohError as exc:
+                exc.hint += f'; to have the model stage build a new model there, write sft.model = "./{name}"'
+                raise
+        ran = not (path / "config.json").exists() and not names_hub_model(name)
         if self.hooks.on_stage:
             self.hooks.on_stage("model", ran)
         started = time.time()
