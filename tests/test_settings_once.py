@@ -31,8 +31,8 @@ def test_a_flag_shows_its_settings_words_default_and_key(monkeypatch: pytest.Mon
     monkeypatch.setenv("COLUMNS", "400")  # one line per option: rich wraps at the terminal's width
     out = evoh("grpo", "--help").stdout
     lr = recipe_settings()["grpo.lr"]
-    assert lr.help[:40] in out and "[grpo.lr; default: 1e-06]" in out
-    assert "[grpo.tasks_per_update; default: 16]" in out
+    assert lr.help[:40] in out and "[grpo.lr; default: 1e-06; must be > 0]" in out
+    assert "[grpo.tasks_per_update; default: 16; must be >= 1]" in out
     out = evoh("eval", "--help").stdout
     assert "--belief" in out and "--no-belief" in out and "[harness.belief; default: true]" in out
 
@@ -45,9 +45,9 @@ def test_help_with_a_recipe_shows_the_recipes_values_too(monkeypatch: pytest.Mon
     argv = ["grpo", "-r", "minihouse-cpu", "--set", "grpo.kl=0.5", "--help"]
     recipe_options.show_recipe_in_help(argv)  # what `evoh` does before it builds the app
     out = evoh(*argv).stdout
-    assert "[grpo.lr; default: 1e-06; minihouse-cpu: 0.0005]" in out
-    assert "[grpo.kl; default: 0.01; minihouse-cpu: 0.5]" in out  # with the --set on the same line
-    assert "[grpo.group_size; default: 8]" in out  # the recipe leaves it as it is
+    assert "[grpo.lr; default: 1e-06; must be > 0; minihouse-cpu: 0.0005]" in out
+    assert "[grpo.kl; default: 0.01; must be >= 0; minihouse-cpu: 0.5]" in out  # with the --set on the same line
+    assert "[grpo.group_size; default: 8; must be >= 2]" in out  # the recipe leaves it as it is
 
 
 def test_flag_values_go_into_the_recipe_as_typed():

@@ -39,7 +39,7 @@ def flag(key: str, *names: str) -> Any:
         names = (f"--{name}/--no-{name}",) if setting.type is bool else (f"--{name}",)
     kind, metavar = setting.type, None
     if typing.get_origin(kind) is typing.Literal:  # the recipe checks the choice: one error line, as for --set
-        kind, metavar = str, "|".join(typing.get_args(kind))
+        kind, metavar = str, "|".join(choice or '""' for choice in typing.get_args(kind))
     return Annotated[kind | None, typer.Option(*names, help=flag_help(setting), show_default=False, metavar=metavar)]
 
 
@@ -65,7 +65,7 @@ def flag_help(setting: Setting) -> str:
     asked with one (the square brackets escaped: Typer reads help as rich markup). The description keeps its
     first letter: it often starts with a value's name."""
     text = setting.help if setting.help.endswith(".") else setting.help + "."
-    facts = f"{setting.key}; default: {shown(setting.default)}"
+    facts = f"{setting.key}; default: {shown(setting.default)}" + (f"; must be {setting.within}" if setting.within else "")
     if _help_recipe is not None:
         name, recipe = _help_recipe
         value = functools.reduce(getattr, setting.key.split("."), recipe)

@@ -51,7 +51,9 @@ class HarnessConfig:
         "panels, kept by the harness, and only world actions are played; env_only: no harness, world actions only "
         "(ReAct)",
     )
-    belief: bool = setting(True, "keep the Belief module (what the agent has seen this episode) in the prompt; track writes it")
+    belief: bool = setting(
+        True, "keep the Belief module: what the agent has seen this episode, updated from every step; track asks it"
+    )
     plan: bool = setting(True, "keep the Progress module (committed subgoals) in the prompt; commit writes it")
     experience: bool = setting(
         True, "keep the Experience bank (skills, mistakes, search hints across episodes); recall reads it, note writes it"
@@ -76,8 +78,8 @@ class ExpertConfig:
     """How often the expert teacher uses each meta-action, from 0 (never) to 1 (at every chance), and slips."""
 
     recall: float = setting(1.0, "chance the expert recalls from the Experience bank where it could")
-    commit: float = setting(1.0, "chance the expert commits a finished subgoal to Progress")
-    track: float = setting(1.0, "chance the expert tracks what it has just seen into Belief")
+    commit: float = setting(1.0, "chance the expert commits its next subgoal to Progress before working on it")
+    track: float = setting(1.0, "chance the expert asks Belief where the first object went before fetching the second (pick2)")
     note: float = setting(1.0, "chance the expert notes a lesson into the Experience bank")
     slip: float = setting(
         0.0,
@@ -93,10 +95,10 @@ class ExpertConfig:
 class ModelConfig:
     """The model behind the `openai` and `local` policies, and how it samples."""
 
-    model: str = setting("", "openai: the model's name at the endpoint; local: a model directory")
+    model: str = setting("", "openai: the model's name at the endpoint; local and vllm: a model directory or Hugging Face Hub id")
     base_url: str = setting("", "openai: the endpoint, e.g. http://localhost:8000/v1 (vLLM, llama.cpp, Ollama, hosted)")
     api_key_env: str = setting("OPENAI_API_KEY", "openai: the environment variable holding the key (never stored)")
-    adapter: str = setting("", "local: a PEFT adapter directory on top of the model")
+    adapter: str = setting("", "local and vllm: a PEFT adapter directory on top of the model")
     temperature: float = setting(0.0, "0: greedy", NON_NEGATIVE)
     top_p: float = setting(
         1.0, "nucleus sampling: sample from the smallest set of tokens whose probability reaches this (1: all)", TOP_P
@@ -168,7 +170,9 @@ class EvalConfig(PlayConfig):
     """A measured run; its files go to eval/<name>/."""
 
     split: str = setting("valid_seen", "the split whose games are played: train, valid_seen or valid_unseen")
-    name: str = setting("", "the run's folder under WS/eval/; empty: POLICY-SPLIT (local-valid_seen)")
+    name: str = setting(
+        "", "the run's folder under WS/eval/; empty: POLICY-SPLIT, then the mode and ablations if any (local-valid_seen-no-plan)"
+    )
 
 
 @dataclass
@@ -186,7 +190,7 @@ class RefineConfig:
 class SftConfig:
     """Stage one: LoRA, QLoRA or full supervised fine-tuning on refine/train.jsonl with TRL's SFTTrainer."""
 
-    model: str = setting("", "the base model directory")
+    model: str = setting("", "the base model: a directory or a Hugging Face Hub id (Qwen/Qwen3-8B)")
     full: bool = setting(
         False, "train every weight (sft/model/) instead of a LoRA adapter (sft/adapter/): for a small random base"
     )
@@ -235,7 +239,7 @@ class SftConfig:
             "in WS/sft/tensorboard/), trackio (a local dashboard: `trackio show`), wandb; [] none (evoh.tracking)"
         ),
     )
-    seed: int = setting(0, "seed of the data order and of the adapter's initial weights")
+    seed: int = setting(0, "seed of the data order and of the adapter's initial weights (and of the model stage's random model)")
 
 
 @dataclass
@@ -278,7 +282,7 @@ class GrpoConfig:
     start: Literal["sft", "none"] = setting(
         "sft", "sft: continue WS/sft/adapter (a fresh LoRA on WS/sft/model); none: a fresh LoRA on `model`"
     )
-    model: str = setting("", "the base model directory; empty: the one the sft stage trained on")
+    model: str = setting("", "the base model (a directory or Hub id); empty: the one the sft stage trained on")
     updates: int = setting(150, "policy updates (the paper's 150)", AT_LEAST_1)
     tasks_per_update: int = setting(16, "T train games per update", AT_LEAST_1)
     group_size: int = setting(8, "G rollouts of each game", Range(2))
@@ -357,8 +361,10 @@ class GrpoConfig:
     )
     max_grad_norm: float = setting(1.0, "gradients are clipped to this norm before each optimizer step", POSITIVE)
     gradient_checkpointing: bool = setting(False, "saves GPU memory in the update; CUDA only")
-    lora_r: int = setting(64, 'a fresh adapter (start = "none")', AT_LEAST_1)
-    lora_alpha: int = setting(128, "LoRA scaling numerator of a fresh adapter (start = none)", AT_LEAST_1)
+    lora_r: int = setting(64, "LoRA rank of a fresh adapter (start = none, or after a full SFT run)", AT_LEAST_1)
+    lora_alpha: int = setting(
+        128, "LoRA scaling numerator of a fresh adapter (start = none, or after a full SFT run)", AT_LEAST_1
+    )
     target: str = setting("all-linear", "LoRA target modules of a fresh adapter: all-linear, or names separated by commas")
     save_every: int = setting(10, "checkpoint every N updates (and after the last)", AT_LEAST_1)
     val_every: int = setting(10, "validate every N updates; 0: never", NON_NEGATIVE)
