@@ -104,6 +104,7 @@ def test_refine_input_check_names_collect(tmp_path: Path):
     assert "evoh collect -w" in info.value.hint
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path, tmp_path: Path):
     ws = tmp_path / "ws"
     command = [

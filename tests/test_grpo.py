@@ -125,6 +125,7 @@ def _adapter(path: Path) -> dict:
     return load_file(path / "adapter_model.safetensors")
 
 
+@pytest.mark.slow
 def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, tmp_path: Path):
     import torch
 

@@ -71,6 +71,7 @@ def _stages(result) -> dict[str, bool]:
     return {step["stage"]: step["ran"] for step in json.loads(result.stdout)["stages"]}
 
 
+@pytest.mark.slow
 def test_run_plays_the_pipeline_then_skips_what_is_done(tmp_path: Path, tiny_model: Path, alfworld_data: Path):
     recipe, ws = _recipe(tmp_path, tiny_model, alfworld_data), tmp_path / "ws"
     data = _stages(evoh("run", str(recipe), "-w", str(ws), "--until", "refine", "--json"))

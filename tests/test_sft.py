@@ -254,6 +254,7 @@ def test_export_merges_into_a_model_plain_transformers_loads(refined: Path, tiny
     assert evoh("export", "-w", str(refined), "--from", "grpo").exit_code == 2  # no grpo stage yet
 
 
+@pytest.mark.slow
 def test_a_few_steps_teach_the_tiny_model_the_teachers_action(refined: Path, tiny_model: Path, tmp_path: Path):
     import re
 
