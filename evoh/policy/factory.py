@@ -1,4 +1,5 @@
-"""Build the policy a recipe names: the expert teacher, an OpenAI-compatible endpoint, or a local model."""
+"""Build the policy a recipe names: the expert teacher, an OpenAI-compatible endpoint, or a local model through
+transformers or an in-process vLLM engine."""
 
 from __future__ import annotations
 
