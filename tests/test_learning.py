@@ -25,18 +25,34 @@ from evoh.harness.experience import Bank
 pytest.importorskip("peft")
 
 
-def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> list[float]:
-    """The share of one-turn rollouts that chose a meta-action, before each update and after the last."""
+def _trainer(model: Path, recipe):
+    """GRPO's training state on a fresh adapter over ``model`` (seeded: the same whatever ran before in this
+    process), and the policy that samples from the weights it trains."""
     import torch
     from accelerate import Accelerator
     from transformers import get_scheduler
 
     from evoh.grpo.model import build_optimizer, load_trainable
-    from evoh.grpo.optimise import optimise
     from evoh.grpo.settings import rollout_sampling
     from evoh.grpo.state import TrainState
-    from evoh.grpo.update import play_update
     from evoh.policy.local import LocalPolicy
+
+    g = recipe.grpo
+    torch.manual_seed(g.seed)
+    accelerator = Accelerator(cpu=True)
+    tokenizer, model_ = load_trainable(model, None, g, "cpu", reference=False)
+    optimizer = build_optimizer([p for p in model_.parameters() if p.requires_grad], g)
+    scheduler = get_scheduler("constant", optimizer)
+    trained, optimizer = accelerator.prepare(model_, optimizer)
+    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
+    return TrainState(accelerator, trained, optimizer, scheduler, g, tokenizer.pad_token_id, policy.vocabulary), policy
+
+
+def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> list[float]:
+    """The share of one-turn rollouts that chose a meta-action, before each update and after the last."""
+
+    from evoh.grpo.optimise import optimise
+    from evoh.grpo.update import play_update
     from evoh.stages.grpo import rollout_settings
 
     recipe = load_recipe(
@@ -61,15 +77,7 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
             "grpo.reward.diversity_horizon=1000",
         ],
     )
-    g = recipe.grpo
-    torch.manual_seed(g.seed)  # the fresh adapter's weights: the same whatever ran before in this process
-    accelerator = Accelerator(cpu=True)
-    tokenizer, model_ = load_trainable(model, None, g, "cpu", reference=False)
-    optimizer = build_optimizer([p for p in model_.parameters() if p.requires_grad], g)
-    scheduler = get_scheduler("constant", optimizer)
-    trained, optimizer = accelerator.prepare(model_, optimizer)
-    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
-    state = TrainState(accelerator, trained, optimizer, scheduler, g, tokenizer.pad_token_id, policy.vocabulary)
+    state, policy = _trainer(model, recipe)
     tasks = load_games(recipe.env, "train", 24, spread=True)
     shares = []
     with open_pool(recipe.env, 1) as pool:
@@ -92,15 +100,8 @@ def test_a_one_turn_policy_moves_the_way_its_reward_says(minihouse_model: Path, 
 
 def _one_update(model: Path, temperature: float, rollouts: str = "all"):
     """A state, and one played update of MiniHouse rollouts (guided, several turns each) with its samples."""
-    import torch
-    from accelerate import Accelerator
-    from transformers import get_scheduler
 
-    from evoh.grpo.model import build_optimizer, load_trainable
-    from evoh.grpo.settings import rollout_sampling
-    from evoh.grpo.state import TrainState
     from evoh.grpo.update import play_update
-    from evoh.policy.local import LocalPolicy
     from evoh.stages.grpo import rollout_settings
 
     recipe = load_recipe(
@@ -125,17 +126,8 @@ def _one_update(model: Path, temperature: float, rollouts: str = "all"):
             f'grpo.train_rollouts="{rollouts}"',
         ],
     )
-    g = recipe.grpo
-    torch.manual_seed(g.seed)
-    accelerator = Accelerator(cpu=True)
-    tokenizer, model_ = load_trainable(model, None, g, "cpu", reference=False)
-    optimizer = build_optimizer([p for p in model_.parameters() if p.requires_grad], g)
-    trained, optimizer = accelerator.prepare(model_, optimizer)
-    policy = LocalPolicy(rollout_sampling(recipe, str(model)), g.seed, loaded=(tokenizer, model_), keep_tokens=True)
-    state = TrainState(
-        accelerator, trained, optimizer, get_scheduler("constant", optimizer), g, tokenizer.pad_token_id, policy.vocabulary
-    )
-    with open_pool(recipe.env, g.max_steps) as pool:
+    state, policy = _trainer(model, recipe)
+    with open_pool(recipe.env, recipe.grpo.max_steps) as pool:
         played = play_update(state, policy, pool, rollout_settings(recipe), Bank(), load_games(recipe.env, "train", 12), 0)
     return state, played.samples
 
