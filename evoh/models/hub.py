@@ -43,21 +43,6 @@ def names_hub_model(name: str) -> bool:
     return HUB_ID.match(name) is not None and not Path(name).expanduser().exists()
 
 
-def in_cache(name: str) -> bool:
-    """Whether ``name`` is a Hub id whose snapshot is already in the local cache (nothing is downloaded)."""
-    match = HUB_ID.match(name)
-    if match is None or Path(name).expanduser().exists():
-        return False
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    try:
-        snapshot_download(match["repo"], revision=match["revision"], local_files_only=True)
-    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError):
-        return False
-    return True
-
-
 def _snapshot(repo: str, revision: str | None, name: str) -> Path:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
