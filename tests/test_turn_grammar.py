@@ -45,8 +45,8 @@ def turns(games: int = 3, steps: int = 4) -> list[ActionGrammar]:
 
 
 def responses(grammar: ActionGrammar) -> list[tuple[str, bool | None]]:
-    """Texts the turn allows (True) and ones it rules out (False); None: an argument of the longest length, which
-    xgrammar allows and the hand-written decoder does not let a model write (it closes the argument earlier)."""
+    """Texts the turn allows (True) and ones it rules out (False); None: a long argument, which xgrammar allows (it
+    has no length bound) and the hand-written decoder does not let a model write (it closes the argument earlier)."""
     command, other = grammar.commands[0], grammar.commands[-1]
     long_ok, long_bad = "x" * MAX_ARGUMENT_CHARS, "x" * (MAX_ARGUMENT_CHARS + 1)
     return [
@@ -55,7 +55,7 @@ def responses(grammar: ActionGrammar) -> list[tuple[str, bool | None]]:
         ("plain thought <action>recall [where is the mug]</action>", True),
         (f"<action>track [  {long_ok[:-2]}]</action>", None),
         (f"<action>recall [{long_ok}]</action>", None),
-        (f"<action>recall [{long_bad}]</action>", False),
+        (f"<action>recall [{long_bad}]</action>", None),
         (f"<action>{command.upper()}</action>", False),
         (f"<action>{command.title()}</action>", False),
         (f"<think>a</think><think>b</think><action>{command}</action>", False),
@@ -112,9 +112,7 @@ def explained(pair: Pair, ids: list[int], token: int, xgrammar_only: bool) -> st
     if head is not None:
         argument = action[len(head) :]
         if xgrammar_only and len(argument) + pair.vocab.longest_word > MAX_ARGUMENT_CHARS:
-            return "argument bound"  # the hand-written decoder closes early once its longest argument token might not fit
-        if not xgrammar_only and len(argument + text.split("]")[0]) > MAX_ARGUMENT_CHARS:
-            return "argument bound"  # its one word for a blank argument is not measured against the bound
+            return "argument bound"  # not in the grammar; the hand-written decoder closes once a token might not fit
     return None
 
 
@@ -130,6 +128,8 @@ def compare(pair: Pair, grammar: ActionGrammar, ids: list[int], counts: dict[str
         if hand is None:
             return k == len(ids), k == len(ids)
         counts["same"] += hand == xg
+        pieces = {t for t in xg - hand if "\ufffd" in pair.vocab.texts[t] or not pair.vocab.texts[t]}
+        counts["same but for byte pieces"] += hand == xg - pieces
         for token, xgrammar_only in [(t, True) for t in xg - hand] + [(t, False) for t in hand - xg]:
             reason = explained(pair, ids[:k], token, xgrammar_only)
             assert reason, (repr("".join(pair.vocab.texts[i] for i in ids[:k])), repr(pair.vocab.texts[token]), xgrammar_only)
@@ -159,7 +159,7 @@ def finish(pair: Pair, grammar: ActionGrammar, state, ids: list[int], k: int, al
 
 
 def test_xgrammar_and_the_hand_written_decoder_allow_the_same_texts_and_tokens(tokenizer):
-    pair, counts, rng = Pair(tokenizer), {"prefixes": 0, "same": 0}, random.Random(0)
+    pair, counts, rng = Pair(tokenizer), {"prefixes": 0, "same": 0, "same but for byte pieces": 0}, random.Random(0)
     for grammar in turns():
         for text, allowed in responses(grammar):
             ids = tokenizer(text, add_special_tokens=False).input_ids
@@ -178,3 +178,52 @@ def test_xgrammar_and_the_hand_written_decoder_allow_the_same_texts_and_tokens(t
             compare(pair, grammar, ids, counts)
     assert counts["prefixes"] > 1000 and counts["same"] > 0
     print(tokenizer.name_or_path, counts)  # the figures the report quotes (pytest -s)
+
+
+def test_the_grammar_reads_arguments_and_think_tags_as_the_hand_written_rules_do(tokenizer):
+    from evoh.policy.guided import _argument_ok
+
+    grammar = ActionGrammar(("Look ", "go to desk 1"), ("recall",))
+    compiled = Pair(tokenizer).compiler.compile(grammar)
+
+    def accepts(text: str) -> bool:
+        matcher = xgr.GrammarMatcher(compiled)
+        return matcher.accept_string(text) and matcher.is_completed()
+
+    blanks = [" ", "\t", "\u00a0", "\u3000", "\u2009", "\x1c", "\x0b"]
+    arguments = ["mug", " mug ", "caf\u00e9 \u00fcber", "\u4e2d\u6587", "a<b", "a\nb", "a\rb", "", *blanks, "".join(blanks)]
+    arguments += [b + "x" + b for b in blanks]
+    for argument in arguments:
+        assert accepts(f"<action>recall [{argument}]</action>") == _argument_ok(argument, closed=True), repr(argument)
+    assert accepts("<action>look</action>") and not accepts("<action>Look </action>")  # stripped, lower-cased
+    for thought, allowed in (("", True), ("<think></think>", True), ("</think>x<think>", True), ("<think><think>", False)):
+        assert accepts(f"{thought}<action>look</action>") == allowed, thought
+    assert not accepts("<think>a < b</think><action>look</action>") and not accepts("<action>look</action>\n")
+    nothing = xgr.GrammarMatcher(Pair(tokenizer).compiler.compile(ActionGrammar((), ())))  # no action at all: never ends
+    assert not nothing.accept_string("<action>") and nothing.accept_string("free thought") and not nothing.is_completed()
+
+
+def test_xgrammar_guides_generate_like_the_hand_written_decoder(minihouse_model: Path):
+    """Under transformers, XGrammarActions masks a random model's generation: whatever ends, parses."""
+    from transformers import LogitsProcessorList
+
+    from evoh.config import ModelConfig
+    from evoh.harness.turns import parse_turn
+    from evoh.policy.local import LocalPolicy
+    from evoh.policy.turn_grammar import TurnCompiler, XGrammarActions
+
+    policy = LocalPolicy(ModelConfig(model=str(minihouse_model), temperature=1.0), seed=0)
+    commands = ("go to desk 1", "look")
+    prompts = policy.tokenizer(["<|im_start|>user\nObjective: look.<|im_end|>\n<|im_start|>assistant\n"] * 4, return_tensors="pt")
+    compiler = TurnCompiler(policy.tokenizer, policy.model.get_output_embeddings().weight.shape[0], policy.stop_ids)
+    guide = XGrammarActions(compiler, [ActionGrammar(commands, ("recall",))] * 4, prompts.input_ids.shape[1])
+    output = policy.model.generate(
+        **prompts, max_new_tokens=120, do_sample=True, stop_strings=["</action>"], tokenizer=policy.tokenizer,
+        pad_token_id=policy.tokenizer.pad_token_id, logits_processor=LogitsProcessorList([guide]),
+    )  # fmt: skip
+    texts = policy.tokenizer.batch_decode(output[:, prompts.input_ids.shape[1] :], skip_special_tokens=True)
+    finished = [t for t in texts if "</action>" in t]
+    assert finished, texts  # a random model that rambles past the budget is the one thing the grammar cannot stop
+    for text in finished:
+        turn = parse_turn(text, commands)
+        assert turn.kind != "malformed" and (turn.kind == "meta" or turn.valid), text

@@ -3,26 +3,31 @@
 :func:`turn_ebnf` states in one grammar what :mod:`evoh.policy.guided` checks by hand: free thought with no ``<``
 except ``<think>`` and ``</think>`` (each at most once, in either order), then ``<action>``, then an admissible
 command copied exactly (stripped and lower-cased, as ``ActionGrammar.fixed`` writes it) or an allowed verb with a
-bracketed argument (no ``]``, ``<``, newline or carriage return, at most ``MAX_ARGUMENT_CHARS`` characters, not
-blank), then ``</action>`` and the end of the response. vLLM takes the text as its structured-outputs grammar
-(:func:`structured_outputs`); under transformers :class:`XGrammarActions` masks the logits with xgrammar's matchers.
+bracketed argument (no ``]``, ``<``, newline or carriage return, not blank), then ``</action>`` and the end of the
+response. vLLM takes the text as its structured-outputs grammar (:func:`structured_outputs`); under transformers
+:class:`XGrammarActions` masks the logits with xgrammar's matchers.
 
-xgrammar matches bytes, the hand-written decoder matches each token's decoded text; ``tests/test_turn_grammar.py``
-compares the two token by token on real turns. They allow the same tokens except where the hand-written decoder
-is stricter by construction, and there the hand-written one stays the decoder for ``--policy local``:
+What the grammar leaves out, and the hand-written decoder keeps:
 
-- the token budget: near the end of ``model.max_tokens`` the hand-written decoder stops the thought and writes the
-  action the shortest way, so a guided response always closes its action; a grammar has no notion of a budget;
-- a think tag must arrive as one token there (a ``<`` alone begins the action), while bytes may spell it in pieces;
-- tokens whose text is not whole characters (byte pieces of a UTF-8 character, decoded as U+FFFD) or is empty
-  are never allowed there; xgrammar lets byte pieces through wherever the character they begin may come;
-- near the argument's length bound the hand-written decoder lets only a closing ``]`` (or, for a blank argument,
-  one word) through once its longest argument token might not fit, where xgrammar counts the characters exactly;
-- GRPO scores a guided sample over what guidance allowed at each token, which the hand-written decoder records
-  compactly (a named mask and a few ids per token) and an xgrammar bitmask does not.
+- the argument's length bound (``MAX_ARGUMENT_CHARS``). xgrammar can state it, but not cheaply: a bounded repeat
+  compiles to one state per count, and the cheapest exact form found (counting in blocks of ten, with the
+  non-blank rule) took ~20 ms to compile per turn and 50-110 ms per token mask inside the argument on a
+  49k-token vocabulary, where the unbounded argument takes 0.01 ms. Under vLLM an over-long argument is left
+  to the parser, which records it as an invalid meta-action ("argument too long");
+- the token budget: near the end of ``model.max_tokens`` the hand-written decoder ends the thought and writes the
+  action the shortest way, so a guided response always closes its action; a grammar has no notion of a budget.
 
-So vLLM, which cannot run the hand-written decoder, decodes under this grammar, and transformers keeps the
-hand-written one; :class:`XGrammarActions` is the same grammar under transformers, for comparing and timing.
+``tests/test_turn_grammar.py`` compares the two decoders token by token on real turns. Apart from the length
+bound they allow the same tokens, except where the hand-written decoder, which reads each token's decoded text
+where xgrammar reads bytes, is stricter by construction:
+
+- a think tag must arrive as one token there (a lone ``<`` begins the action), while bytes may spell it in pieces;
+- a token that is not whole characters (a byte piece of a UTF-8 character, decoded as U+FFFD) or decodes to nothing
+  is never allowed there; xgrammar lets a byte piece through wherever the character it begins may come.
+
+That, and GRPO scoring a guided sample over what guidance allowed at each token (which the hand-written decoder
+records compactly, a named mask and a few ids per token), keeps ``--policy local`` on the hand-written decoder;
+vLLM, which cannot run it, decodes under this grammar.
 """
 
 from __future__ import annotations
@@ -30,13 +35,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evoh.harness.turns import MAX_ARGUMENT_CHARS
 from evoh.policy.guided import ARG_CLOSE, OPEN, THINK_TAGS, ActionGrammar
 
 # the characters str.strip() removes, less the newline and carriage return an argument may not hold anyway
 _BLANK = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) not in "\n\r")
 _NOT_IN_ARGUMENT = "]<\n\r"
-_BLOCK = 10  # argument characters counted ten at a time (see _at_most)
 # no action allowed at all: a thought that never ends, as the hand-written decoder has it
 _NEVER = "[^\\u0000-\\U0010ffff]"
 
@@ -59,68 +62,27 @@ def _char_class(chars: str, negated: bool = False) -> str:
     return "[" + ("^" if negated else "") + "".join(f"\\u{ord(c):04x}" for c in chars) + "]"
 
 
-def _repeat(rule: str, low: int, high: int | None = None) -> str:
-    """``rule`` repeated ``low`` times, or ``low`` to ``high`` times; nothing at all for zero."""
-    high = low if high is None else high
-    if high == 0:
-        return ""
-    return rule if low == high == 1 else f"{rule}{{{low}}}" if low == high else f"{rule}{{{low},{high}}}"
+def _argument_rule() -> str:
+    """``argument``: blanks, a non-blank character, then anything an argument may hold. One way to read each text,
+    so the matcher keeps one state; the classes are written inline, since a repeat of a rule that holds one class
+    made the mask at the argument's start take ~50 ms on a 49k-token vocabulary, against 0.05 ms inline. No length
+    bound: see the module's docstring."""
+    blank, word = _char_class(_BLANK), _char_class(_BLANK + _NOT_IN_ARGUMENT, negated=True)
+    return f"argument ::= {blank}* {word} {_char_class(_NOT_IN_ARGUMENT, negated=True)}*"
 
 
-def _sequence(*parts: str) -> str:
-    return " ".join(p for p in parts if p) or '""'
-
-
-def _at_most(n: int) -> str:
-    """Any ``n`` or fewer argument characters, counted in blocks: a repeat of a single character compiles to one
-    state per count, which made a 200-character bound take a second to compile, where blocks of ten take milliseconds."""
-    q, r = divmod(n, _BLOCK)
-    if q == 0:
-        return _repeat("char", 0, r)
-    below = _sequence(_repeat("block", 0, q - 1), _repeat("char", 0, _BLOCK - 1))
-    return f"({below} | {_sequence(_repeat('block', q), _repeat('char', 0, r))})"
-
-
-def _with_word(m: int) -> str:
-    """One to ``m`` argument characters (``m`` at most a block) with a non-blank one: its leading blanks, then it."""
-    return " | ".join(_sequence(_repeat("blank", i), "word", _at_most(m - 1 - i)) for i in range(m))
-
-
-def _argument_rules(limit: int) -> list[str]:
-    """``argument``: at most ``limit`` characters with a non-blank one. Split by the block of ten in which the
-    first non-blank character falls: blank blocks before it, then the rest of that block and what may follow."""
-    blocks, spare = divmod(limit, _BLOCK)
-    alternatives = [_sequence(_repeat("blank_block", a), "word_block", _at_most(limit - _BLOCK * (a + 1))) for a in range(blocks)]
-    if blocks:  # the argument ends inside the block that holds its first non-blank character
-        alternatives.append(_sequence(_repeat("blank_block", 0, blocks - 1), f"({_with_word(_BLOCK - 1)})"))
-    if spare:
-        alternatives.append(_sequence(_repeat("blank_block", blocks), f"({_with_word(spare)})"))
-    in_block = (_sequence(_repeat("blank", i), "word", _repeat("char", _BLOCK - 1 - i)) for i in range(_BLOCK))
-    char = _char_class(_NOT_IN_ARGUMENT, negated=True)
-    return [
-        f"argument ::= {' | '.join(alternatives)}",
-        f"word_block ::= {' | '.join(in_block)}",
-        f"blank_block ::= {_repeat('blank', _BLOCK)}",
-        f"block ::= {_repeat('char', _BLOCK)}",
-        f"word ::= {_char_class(_BLANK + _NOT_IN_ARGUMENT, negated=True)}",
-        f"blank ::= {_char_class(_BLANK)}",
-        # two disjoint classes: a rule of one class is inlined, and a repeat of it costs one state per count
-        f"char ::= {char[:-1]}\\u0080-\\U0010ffff] | [\\u0080-\\U0010ffff]",
-    ]
-
-
-def turn_ebnf(grammar: ActionGrammar, limit: int = MAX_ARGUMENT_CHARS) -> str:
+def turn_ebnf(grammar: ActionGrammar) -> str:
     """The whole response this turn allows, as xgrammar's (GBNF-style) EBNF, root rule ``root``."""
     opened, closed = (_literal(t) for t in THINK_TAGS)
     actions = [_literal(f[len(OPEN) :]) for f in grammar.fixed]  # each ends with its '</action>'
     actions += [f"{_literal(h[len(OPEN) :])} argument {_literal(ARG_CLOSE)}" for h in grammar.heads]
     lines = [
         # the thought has no '<' of its own, so the first '<' outside a think tag begins the action
-        f"root ::= thought {_literal(OPEN)} ({' | '.join(actions) or _NEVER})",
+        f"root ::= thought {_literal(OPEN)} ({' | '.join(actions)})" if actions else f"root ::= thought {_NEVER}",
         f"thought ::= free ({opened} free ({closed} free)? | {closed} free ({opened} free)?)?",
         "free ::= [^<]*",
     ]
-    return "\n".join(lines + _argument_rules(limit)) + "\n"
+    return "\n".join([*lines, _argument_rule()]) + "\n"
 
 
 class TurnCompiler:
@@ -143,7 +105,8 @@ class TurnCompiler:
 
 
 class XGrammarActions:
-    """A ``transformers`` logits processor masking each row of a ``generate`` batch with its turn's grammar."""
+    """A ``transformers`` logits processor masking each row of a ``generate`` batch with its turn's grammar: the
+    same grammar vLLM decodes under, for comparing and timing against :class:`evoh.policy.guided.GuidedActions`."""
 
     def __init__(self, compiler: TurnCompiler, grammars: list[ActionGrammar], prompt_width: int) -> None:
         import xgrammar as xgr
@@ -151,17 +114,18 @@ class XGrammarActions:
         self.matchers = [compiler.matcher(g) for g in grammars]
         self.prompt_width = prompt_width
         self.bitmask = xgr.allocate_token_bitmask(len(grammars), compiler.info.vocab_size)
+        self.free = [False] * len(grammars)  # rows left unmasked: their response ended (generate pads them on)
 
     def __call__(self, input_ids, scores):
         import xgrammar as xgr
 
         if input_ids.shape[1] > self.prompt_width:
-            for matcher, token in zip(self.matchers, input_ids[:, -1].tolist(), strict=True):
-                if not matcher.is_terminated():
-                    matcher.accept_token(token)
+            for row, token in enumerate(input_ids[:, -1].tolist()):
+                if not self.free[row]:
+                    self.free[row] = not self.matchers[row].accept_token(token) or self.matchers[row].is_terminated()
         for row, matcher in enumerate(self.matchers):
-            if matcher.is_terminated():  # the response is complete: generation stops on its own
-                self.bitmask[row] = -1
+            if self.free[row]:
+                self.bitmask[row] = -1  # every bit set: nothing ruled out
             else:
                 matcher.fill_next_token_bitmask(self.bitmask, row)
         xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
