@@ -9,11 +9,11 @@ response. vLLM takes the text as its structured-outputs grammar (:func:`structur
 
 What the grammar leaves out, and the hand-written decoder keeps:
 
-- the argument's length bound (``MAX_ARGUMENT_CHARS``). xgrammar can state it, but not cheaply: a bounded repeat
-  compiles to one state per count, and the cheapest exact form found (counting in blocks of ten, with the
-  non-blank rule) took ~20 ms to compile per turn and 50-110 ms per token mask inside the argument on a
-  49k-token vocabulary, where the unbounded argument takes 0.01 ms. Under vLLM an over-long argument is left
-  to the parser, which records it as an invalid meta-action ("argument too long");
+- the argument's length bound (``MAX_ARGUMENT_CHARS``). xgrammar can state it, but not cheaply: on a 49k-token
+  vocabulary a plain repeat of up to 200 characters took 6.5 s to compile, and counting in blocks of ten (the
+  cheapest exact form tried) 0.1-0.3 s, and a mask inside the argument took up to 44-115 ms with either, where the
+  unbounded argument takes 0.01-0.1 ms. Under vLLM an over-long argument is left to the parser, which records
+  it as an invalid meta-action ("argument too long");
 - the token budget: near the end of ``model.max_tokens`` the hand-written decoder ends the thought and writes the
   action the shortest way, so a guided response always closes its action; a grammar has no notion of a budget.
 
