@@ -19,12 +19,16 @@ from tests.gguf_file import llama_gguf
 xgr = pytest.importorskip("xgrammar")
 
 
-@pytest.fixture(scope="module", params=["tiny", "gguf"])
+@pytest.fixture(scope="module", params=["tiny", "tiny-alfworld", "gguf"])
 def tokenizer(request, minihouse_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    """evoh's tiny tokenizer trained on MiniHouse text, the one trained on ALFWorld's (where its games are here),
+    and a SmolLM2-style llama GGUF's, imported as ``evoh model import`` does."""
     from transformers import AutoTokenizer
 
     if request.param == "tiny":
         return AutoTokenizer.from_pretrained(minihouse_model)
+    if request.param == "tiny-alfworld":
+        return AutoTokenizer.from_pretrained(request.getfixturevalue("tiny_model"))
     from evoh.models.gguf import import_gguf
 
     out = tmp_path_factory.mktemp("gguf")
