@@ -413,7 +413,7 @@ def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
     from evoh.errors import EvohError
     from evoh.policy.vllm_engine import choose_generator
 
-    # guided decoding is a transformers logits processor: vLLM never serves it, wherever it runs
+    # GRPO scores guided samples over what guidance allowed, which vLLM does not return: its guided rollouts stay on transformers
     assert choose_generator("auto", None, guided=True) == "transformers"
     with pytest.raises(EvohError) as refused:
         choose_generator("vllm", None, guided=True)

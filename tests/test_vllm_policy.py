@@ -47,7 +47,10 @@ def stand_in_vllm(monkeypatch: pytest.MonkeyPatch):
     vllm.SamplingParams = lambda **params: params
     lora = types.ModuleType("vllm.lora.request")
     lora.LoRARequest = lambda name, version, path: {"name": name, "id": version, "path": path}
-    for name, module in {"vllm": vllm, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": lora}.items():
+    sampling = types.ModuleType("vllm.sampling_params")
+    sampling.StructuredOutputsParams = lambda **params: {"structured": params}
+    modules = {"vllm": vllm, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": lora}
+    for name, module in {**modules, "vllm.sampling_params": sampling}.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr("evoh.policy.vllm_engine.can_serve", lambda adapter, guided=False: (True, ""))
     StandInEngine.built, StandInEngine.calls = [], []
@@ -84,5 +87,31 @@ def test_where_vllm_cannot_serve_it_says_why(minihouse_model: Path, tmp_path: Pa
     args = ["eval", "-w", str(tmp_path / "ws"), "--kind", "minihouse", "--policy", "vllm", "--model", str(minihouse_model)]
     result = evoh(*args, "--limit", "1")
     assert result.exit_code == 2 and "--policy vllm:" in result.stderr and "hint:" in result.stderr
-    guided = evoh(*args, "--limit", "1", "--set", "model.guided=true")
-    assert guided.exit_code == 2 and "model.guided" in guided.stderr
+    guided = evoh(*args, "--limit", "1", "--set", "model.guided=true")  # guided is served, where vLLM can serve at all
+    assert guided.exit_code == 2 and "--policy vllm: the vllm package is not installed" in guided.stderr
+
+
+def test_guided_eval_through_vllm_passes_each_turns_grammar_as_structured_outputs(
+    stand_in_vllm, minihouse_model: Path, tmp_path: Path
+):
+    import xgrammar as xgr
+    from transformers import AutoTokenizer
+
+    ws = tmp_path / "ws"
+    result = evoh(
+        "eval", "-w", str(ws), "--kind", "minihouse", "--policy", "vllm", "--model", str(minihouse_model),
+        "--limit", "2", "--max-steps", "2", "--set", "model.guided=true", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    call = stand_in_vllm.calls[0]
+    assert len(call["params"]) == len(call["prompts"]) == 2  # one grammar per turn: each has its own commands
+    assert all(p["stop"] == ["</action>"] and p["temperature"] == 0.0 for p in call["params"])
+    grammar = call["params"][0]["structured_outputs"]["structured"]["grammar"]
+    # vLLM hands the text to xgrammar: the grammar compiles for the model's tokenizer, and holds the turn's rules
+    tokenizer = AutoTokenizer.from_pretrained(minihouse_model)
+    compiled = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(tokenizer)).compile_grammar(grammar)
+    for reply, allowed in ((REPLY, True), (REPLY.replace("look", "Look"), False), (REPLY + " ", False)):
+        matcher = xgr.GrammarMatcher(compiled)
+        assert (matcher.accept_string(reply) and matcher.is_completed()) == allowed, reply
+    summary = json.loads(result.stdout)
+    assert summary["policy"]["sampling"]["guided"] is True and summary["invalid_rate"] == 0.0

@@ -3,7 +3,8 @@
 The base model is loaded into vLLM once. For GRPO, before each update's rollouts the trainer saves its adapter
 and hands it over as a LoRA request under a new id, so vLLM never serves a stale copy; only token ids come
 back, and the trainer recomputes every log-prob with its own forward pass, so the loss never mixes two engines'
-numerics. ``--policy vllm`` serves a model directory or Hub id, with ``model.adapter`` as a LoRA request.
+numerics. ``--policy vllm`` serves a model directory or Hub id, with ``model.adapter`` as a LoRA request; with
+``model.guided`` each turn's grammar (:mod:`evoh.policy.turn_grammar`) goes to vLLM as a structured-outputs grammar.
 Requires the ``vllm`` package and CUDA; adapters that train the embeddings in full (``modules_to_save``)
 cannot be served as LoRA and stay on transformers.
 """
@@ -22,7 +23,9 @@ from evoh.errors import EvohError
 from evoh.harness.episode import TurnTokens, TurnView
 from evoh.models.hub import model_directory
 from evoh.policy.base import Completion
+from evoh.policy.guided import ActionGrammar
 from evoh.policy.local import STOP, chat_prompt
+from evoh.policy.turn_grammar import structured_outputs
 from evoh.workspace import fingerprint, weights_identity
 
 log = logging.getLogger(__name__)
@@ -32,8 +35,8 @@ def can_serve(adapter: Path | None, guided: bool = False) -> tuple[bool, str]:
     """Whether vLLM can generate for this run here, and if not, why."""
     import torch
 
-    if guided:
-        return False, "model.guided decodes under evoh's turn grammar, which runs in transformers' generate"
+    if guided:  # vLLM would decode under the grammar, but GRPO scores a guided token over what guidance allowed there
+        return False, "GRPO's guided rollouts record what guidance allowed at each token, which vLLM does not return"
     if importlib.util.find_spec("vllm") is None:
         return False, "the vllm package is not installed"
     if not torch.cuda.is_available():
@@ -58,11 +61,6 @@ def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) ->
 def serving_policy(config: ModelConfig, seed: int) -> VllmPolicy:
     """``--policy vllm``: ``model.model`` (a directory or Hub id) in a vLLM engine, ``model.adapter`` as its LoRA;
     refused with the reason and the fix where vLLM cannot serve it here."""
-    if config.guided:
-        raise EvohError(
-            "model.guided decodes under evoh's turn grammar, which runs in transformers' generate",
-            hint="set model.guided=false for --policy vllm, or play guided with --policy local",
-        )
     adapter = Path(config.adapter) if config.adapter else None
     if adapter is not None and not (adapter / "adapter_config.json").is_file():
         raise EvohError(f"{adapter} is not a PEFT adapter directory", hint="pass the sft/adapter or grpo/adapter folder")
@@ -128,7 +126,13 @@ class VllmPolicy:
             "model": str(self.base.resolve()),
             "adapter": str(self.adapter.resolve()) if self.adapter else None,
             "weights": self._weights(),
-            "sampling": {"temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": self.seed},
+            "sampling": {
+                "temperature": c.temperature,
+                "top_p": c.top_p,
+                "max_tokens": c.max_tokens,
+                "seed": self.seed,
+                **({"guided": True} if c.guided else {}),
+            },
         }
 
     def forget(self, key: Any) -> None:
@@ -140,13 +144,22 @@ class VllmPolicy:
         from vllm import SamplingParams
 
         c = self.config
-        params = SamplingParams(
-            temperature=c.temperature if temperature is None else temperature,
-            top_p=c.top_p,
-            max_tokens=c.max_tokens,
-            stop=[STOP],
-            include_stop_str_in_output=True,
-        )
+        sampling = {
+            "temperature": c.temperature if temperature is None else temperature,
+            "top_p": c.top_p,
+            "max_tokens": c.max_tokens,
+            "stop": [STOP],
+            "include_stop_str_in_output": True,
+        }
+        if c.guided:  # one grammar per turn: its admissible commands and allowed verbs
+            from vllm.sampling_params import StructuredOutputsParams
+
+            grammars = [ActionGrammar(v.admissible, v.meta_allowed) for v in views]
+            params = [
+                SamplingParams(**sampling, structured_outputs=StructuredOutputsParams(**structured_outputs(g))) for g in grammars
+            ]
+        else:
+            params = SamplingParams(**sampling)
         outputs = self.llm.generate(
             [chat_prompt(self.tokenizer, v) for v in views], params, lora_request=self.lora, use_tqdm=False
         )
