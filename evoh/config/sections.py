@@ -119,9 +119,10 @@ class ModelConfig:
     guided: bool = setting(
         False,
         (
-            "local: decode under the turn grammar, so every response parses and its action is an admissible "
-            "command or an allowed meta-action (the model still chooses which); off, garbage is recorded as "
-            "invalid turns"
+            "local and vllm: decode under the turn grammar, so every response parses and its action is an "
+            "admissible command or an allowed meta-action (the model still chooses which); off, garbage is "
+            "recorded as invalid turns. vllm decodes under it through xgrammar, without the local decoder's bound "
+            "on a meta-action's argument"
         ),
     )
 
