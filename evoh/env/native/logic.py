@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from evoh.env.native.grammar import ActionText, Rule, parse_grammar
-from evoh.env.native.pddl import Action, Domain, Effect, PddlError, Problem, parse_domain, parse_problem
+from evoh.env.native.pddl import Action, Domain, Effect, PddlError, Problem, parse_domain
 
 ROOT = "object"
 TESTS = frozenset({"not", "=", "forall", "imply"})  # formulas that can only be checked, never enumerate bindings
