@@ -55,6 +55,8 @@ class NativeEngine(CheckedEngine):
         self._entities = {i: Entity(i, self._world.object_types[i], names[i]) for i in ids}
         self._state: State | None = None
         self._options: dict[str, tuple[CompiledAction, dict[str, str]]] = {}
+        self._commands: dict[tuple[str, ...], str] = {}  # the words of commands that never change
+        self._found: dict[str, tuple[tuple[int, ...], list[dict[str, str]]]] = {}  # per action: (versions read, bindings)
 
     def _writer(self) -> Writer:
         return Writer(self._world.rules.text_rules, self._state, self._entities)
@@ -63,6 +65,7 @@ class NativeEngine(CheckedEngine):
         world = self._world
         try:
             self._state = State(world.problem.init, world.object_types, world.rules.types)
+            self._found = {}
             feedback = self._writer().expand(INTRO, {})
             return feedback, self._offer(), False
         except PddlError as error:
@@ -82,9 +85,21 @@ class NativeEngine(CheckedEngine):
         """The admissible commands, sorted; where two actions read the same, the first found is the one run."""
         writer = self._writer()
         options: dict[str, tuple[CompiledAction, dict[str, str]]] = {}
+        state = self._state
         for action in self._world.rules.actions:
-            for binding in applicable(self._state, self._world, action):
-                context = {key: binding[name] for key, (name, _) in zip(action.mapping_keys, action.action.params)}
-                options.setdefault(writer.write(action.text.template, context), (action, binding))
+            # an action's bindings change only when a predicate its precondition reads does
+            stamp = tuple(state.version.get(p, 0) for p in action.reads)
+            found = self._found.get(action.action.name)
+            if found is None or found[0] != stamp:
+                found = self._found[action.action.name] = (stamp, list(applicable(state, self._world, action)))
+            for binding in found[1]:
+                key = (action.action.name, *binding.values())
+                command = self._commands.get(key)
+                if command is None:
+                    context = {key: binding[name] for key, (name, _) in zip(action.mapping_keys, action.action.params)}
+                    command = writer.write(action.text.template, context)
+                    if action.static_template:
+                        self._commands[key] = command
+                options.setdefault(command, (action, binding))
         self._options = options
         return sorted(options)

@@ -13,7 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from evoh.env.native.grammar import ActionText, Rule, parse_grammar
+from evoh.env.native import formula
+from evoh.env.native.grammar import ActionText, Each, ListOf, Rule, Tag, parse_grammar
 from evoh.env.native.pddl import Action, Domain, Effect, PddlError, Problem, parse_domain
 
 ROOT = "object"
@@ -149,6 +150,13 @@ class CompiledAction:
     literals: tuple
     effects: tuple[Effect, ...]
     mapping_keys: tuple[tuple[str, str], ...]  # the grammar's placeholders for the parameters
+    node: object = None  # the precondition as a formula node
+    conditions: tuple = ()  # each effect's condition as a formula node
+    may_be_noop: bool = True  # some effect could restate a literal of the precondition
+    static_template: bool = False  # the command's words depend on the binding only, never on what changes
+    reads: tuple[str, ...] = ()  # the predicates the precondition reads: its bindings change only when they do
+    param_names: tuple[str, ...] = ()
+    twins: tuple[tuple[tuple[str, ...], ...], ...] = ()  # per delete effect, the args of adds of its atom on its condition
 
 
 def _variable_types(formula: tuple, out: dict[str, str]) -> None:
@@ -164,6 +172,35 @@ def _variable_types(formula: tuple, out: dict[str, str]) -> None:
     elif head in ("exists", "forall"):
         out.update(formula[1])
         _variable_types(formula[2], out)
+
+
+def _predicates(formula: tuple) -> set[str]:
+    head = formula[0]
+    if head == "atom":
+        return {formula[1]}
+    if head == "=":
+        return set()
+    if head in ("and", "or"):
+        return set().union(*(_predicates(p) for p in formula[1]))
+    if head == "not":
+        return _predicates(formula[1])
+    if head == "imply":
+        return _predicates(formula[1]) | _predicates(formula[2])
+    return _predicates(formula[2])
+
+
+def _reads_only(symbols: tuple, static: frozenset[str]) -> bool:
+    """Whether text written from ``symbols`` can only read facts of the ``static`` predicates."""
+    for symbol in symbols:
+        if isinstance(symbol, Tag):
+            return False
+        each = symbol.each if isinstance(symbol, ListOf) else symbol
+        if isinstance(each, Each):
+            if isinstance(each.expression, Tag):
+                return False
+            if each.query and any(pred.removeprefix("not_") not in static for pred, _ in each.query):
+                return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -202,9 +239,29 @@ class Rules:
                 args = tuple(scope.get(a, a) for a in effect.args)
                 effects.append(Effect(effect.positive, effect.pred, args, condition, tuple(forall)))
             keys = tuple((name.lstrip("?"), kind) for name, kind in action.params)
+            literals = _literals(precondition)
+            stated = {(positive, pred) for positive, pred, _ in literals}
             compiled.append(
                 CompiledAction(
-                    action, texts[action.name], precondition, variable_types, _literals(precondition), tuple(effects), keys
+                    action,
+                    texts[action.name],
+                    precondition,
+                    variable_types,
+                    literals,
+                    tuple(effects),
+                    keys,
+                    formula.build(precondition),
+                    tuple(formula.build(e.condition) for e in effects),
+                    any((e.positive, e.pred) in stated for e in effects),
+                    _reads_only(texts[action.name].template, frozenset(domain.predicates) - changed),
+                    tuple(sorted(_predicates(precondition))),
+                    tuple(name for name, _ in action.params),
+                    tuple(
+                        ()
+                        if e.positive
+                        else tuple(a.args for a in effects if a.positive and a.pred == e.pred and a.condition == e.condition)
+                        for e in effects
+                    ),
                 )
             )
         return cls(domain, types, tuple(compiled), text_rules, frozenset(domain.predicates) - changed)
@@ -238,6 +295,10 @@ class World:
     @cached_property
     def goal(self) -> tuple:
         return _order(_rename(self.problem.goal, {}, [0]))
+
+    @cached_property
+    def goal_node(self):
+        return formula.build(self.goal)
 
     @cached_property
     def goal_types(self) -> dict[str, str]:

@@ -27,6 +27,7 @@ class State:
         self.gone: dict[str, set[tuple[str, ...]]] = defaultdict(set)
         self._index: dict[tuple[str, int, str], set[tuple[str, ...]]] = defaultdict(set)
         self._sorted: dict[str, dict[tuple[str, ...], list[tuple[str, ...]]]] = {}
+        self.version: dict[str, int] = defaultdict(int)  # how often each predicate's true facts changed
         for pred, args in init:
             self.add(pred, args)
 
@@ -50,6 +51,7 @@ class State:
             for i, arg in enumerate(args):
                 self._index[(pred, i, arg)].add(args)
             self._sorted.pop(pred, None)
+            self.version[pred] += 1
         if args in self.gone.get(pred, ()):
             self.gone[pred].discard(args)
             self._sorted.pop(NEGATED + pred, None)
@@ -61,6 +63,7 @@ class State:
             for i, arg in enumerate(args):
                 self._index[(pred, i, arg)].discard(args)
             self._sorted.pop(pred, None)
+            self.version[pred] += 1
         if args not in self.gone[pred]:
             self.gone[pred].add(args)
             self._sorted.pop(NEGATED + pred, None)
@@ -76,6 +79,18 @@ class State:
                 found[tuple(self.object_types[a] for a in args)].append(args)
             self._sorted[pred] = found
         return found
+
+    def _in_order(self, pred: str, params, signatures, mapping):
+        """The facts of ``pred`` to try, in the order TextWorld tries them; where every placeholder is already
+        bound only the one fact that can match is looked up."""
+        known = [mapping.get(p) for p in params]
+        if None not in known and not pred.startswith(NEGATED):
+            args = tuple(known)
+            if args in self.true.get(pred, ()) and tuple(self.object_types[a] for a in args) in signatures:
+                return (args,)
+            return ()
+        by_signature = self._by_signature(pred)
+        return [args for signature in signatures for args in by_signature.get(signature, ())]
 
     def answers(self, query: tuple, mapping: dict[tuple[str, str], str]) -> list[dict[tuple[str, str], str]]:
         """Every way to bind the query's placeholders, extending ``mapping`` ((name, type) -> object)."""
@@ -93,9 +108,9 @@ class State:
             out.append(dict(mapping))
             return
         pred, params = query[depth]
-        by_signature = self._by_signature(pred)
-        for signature in self.types.signatures(tuple(kind for _, kind in params)):
-            for args in by_signature.get(signature, ()):
+        signatures = self.types.signatures(tuple(kind for _, kind in params))
+        for args in self._in_order(pred, params, signatures, mapping):
+            if True:
                 bound = []
                 for placeholder, obj in zip(params, args):
                     existing = mapping.get(placeholder)
