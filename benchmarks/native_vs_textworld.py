@@ -103,7 +103,8 @@ def random_walks(task, tally: Tally, walks: int, length: int, seed: int) -> None
                 if state.won:
                     break
                 if i % 5 == 4:
-                    bad = rng.choice(BAD_COMMANDS + [rng.choice(state.admissible) + " please", rng.choice(state.admissible).upper()])
+                    command = rng.choice(state.admissible)
+                    bad = rng.choice([*BAD_COMMANDS, command + " please", command.upper()])
                     state = engines.step(bad)
                     if state.won:
                         break
