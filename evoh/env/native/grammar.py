@@ -24,6 +24,7 @@ import json
 import re
 import textwrap
 from dataclasses import dataclass
+from functools import lru_cache
 
 from evoh.env.native.pddl import PddlError
 
@@ -75,6 +76,7 @@ class ActionText:
 _QUERY_ATOM = re.compile(r"\s*([\w-]+)\s*\(([^()]*)\)\s*")
 
 
+@lru_cache(maxsize=4096)
 def parse_query(text: str) -> tuple:
     """``pred(a:agent, l:location) & ...`` as a tuple of (pred, ((name, type), ...))."""
     atoms = []
@@ -127,6 +129,7 @@ _GIVEN_SEP = re.compile(r"\s*\|\s*")
 _GIVEN = re.compile(r"[^;|{}\n\[\]#]+")
 
 
+@lru_cache(maxsize=4096)
 def parse_symbols(text: str) -> tuple:
     symbols, pos = [], 0
     while pos < len(text):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 
 from evoh.env.native import formula
 from evoh.env.native.grammar import ActionText, Each, ListOf, Rule, Tag, parse_grammar
@@ -213,58 +213,70 @@ class Rules:
 
     @classmethod
     def build(cls, domain_text: str, grammar_text: str) -> Rules:
-        domain = parse_domain(domain_text)
+        domain, types, actions, static = compile_domain(domain_text)
         texts, text_rules = parse_grammar(grammar_text)
-        types = TypeTree(domain.types)
-        changed = {e.pred for a in domain.actions for e in a.effects}
         compiled = []
-        for action in domain.actions:
-            if action.name not in texts:
-                raise PddlError(f"action {action.name} has no template in the grammar")
-            counter = [0]
-            precondition = _order(_rename(action.precondition, {}, counter))
-            variable_types = dict(action.params)
-            _variable_types(precondition, variable_types)
-            effects = []
-            for effect in action.effects:
-                scope = {}
-                forall = []
-                for name, kind in effect.forall:
-                    counter[0] += 1
-                    scope[name] = f"{name}#{counter[0]}"
-                    forall.append((scope[name], kind))
-                condition = _order(_rename(effect.condition, scope, counter))
-                _variable_types(condition, variable_types)
-                variable_types.update(forall)
-                args = tuple(scope.get(a, a) for a in effect.args)
-                effects.append(Effect(effect.positive, effect.pred, args, condition, tuple(forall)))
-            keys = tuple((name.lstrip("?"), kind) for name, kind in action.params)
-            literals = _literals(precondition)
-            stated = {(positive, pred) for positive, pred, _ in literals}
-            compiled.append(
-                CompiledAction(
-                    action,
-                    texts[action.name],
-                    precondition,
-                    variable_types,
-                    literals,
-                    tuple(effects),
-                    keys,
-                    formula.build(precondition),
-                    tuple(formula.build(e.condition) for e in effects),
-                    any((e.positive, e.pred) in stated for e in effects),
-                    _reads_only(texts[action.name].template, frozenset(domain.predicates) - changed),
-                    tuple(sorted(_predicates(precondition))),
-                    tuple(name for name, _ in action.params),
-                    tuple(
-                        ()
-                        if e.positive
-                        else tuple(a.args for a in effects if a.positive and a.pred == e.pred and a.condition == e.condition)
-                        for e in effects
-                    ),
-                )
+        for action in actions:
+            if action.action.name not in texts:
+                raise PddlError(f"action {action.action.name} has no template in the grammar")
+            text = texts[action.action.name]
+            compiled.append(replace(action, text=text, static_template=_reads_only(text.template, static)))
+        return cls(domain, types, tuple(compiled), text_rules, static)
+
+
+@lru_cache(maxsize=8)
+def compile_domain(domain_text: str):
+    """The domain's parts every game with this domain text shares: (domain, type tree, actions, static predicates);
+    the actions still lack their grammar text."""
+    domain = parse_domain(domain_text)
+    types = TypeTree(domain.types)
+    changed = {e.pred for a in domain.actions for e in a.effects}
+    compiled = []
+    for action in domain.actions:
+        counter = [0]
+        precondition = _order(_rename(action.precondition, {}, counter))
+        variable_types = dict(action.params)
+        _variable_types(precondition, variable_types)
+        effects = []
+        for effect in action.effects:
+            scope = {}
+            forall = []
+            for name, kind in effect.forall:
+                counter[0] += 1
+                scope[name] = f"{name}#{counter[0]}"
+                forall.append((scope[name], kind))
+            condition = _order(_rename(effect.condition, scope, counter))
+            _variable_types(condition, variable_types)
+            variable_types.update(forall)
+            args = tuple(scope.get(a, a) for a in effect.args)
+            effects.append(Effect(effect.positive, effect.pred, args, condition, tuple(forall)))
+        keys = tuple((name.lstrip("?"), kind) for name, kind in action.params)
+        literals = _literals(precondition)
+        stated = {(positive, pred) for positive, pred, _ in literals}
+        compiled.append(
+            CompiledAction(
+                action,
+                None,
+                precondition,
+                variable_types,
+                literals,
+                tuple(effects),
+                keys,
+                formula.build(precondition),
+                tuple(formula.build(e.condition) for e in effects),
+                any((e.positive, e.pred) in stated for e in effects),
+                False,
+                tuple(sorted(_predicates(precondition))),
+                tuple(name for name, _ in action.params),
+                tuple(
+                    ()
+                    if e.positive
+                    else tuple(a.args for a in effects if a.positive and a.pred == e.pred and a.condition == e.condition)
+                    for e in effects
+                ),
             )
-        return cls(domain, types, tuple(compiled), text_rules, frozenset(domain.predicates) - changed)
+        )
+    return domain, types, tuple(compiled), frozenset(domain.predicates) - changed
 
 
 @dataclass
@@ -287,9 +299,15 @@ class World:
         """The objects of each type a variable can have (None: any object)."""
         kinds = {kind for a in self.rules.actions for kind in a.variable_types.values()}
         kinds |= {kind for kind in _goal_types(self.problem.goal)}
-        out: dict[str, frozenset[str] | None] = {ROOT: None}
-        for kind in kinds - {ROOT}:
-            out[kind] = frozenset(o for o, t in self.object_types.items() if self.rules.types.is_a(t, kind))
+        ancestors: dict[str, set[str]] = {}
+        found: dict[str, set[str]] = {kind: set() for kind in kinds}
+        for obj, kind in self.object_types.items():
+            if kind not in ancestors:
+                ancestors[kind] = {k for k in kinds if self.rules.types.is_a(kind, k)}
+            for k in ancestors[kind]:
+                found[k].add(obj)
+        out: dict[str, frozenset[str] | None] = {k: frozenset(v) for k, v in found.items()}
+        out[ROOT] = None
         return out
 
     @cached_property

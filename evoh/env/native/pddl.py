@@ -11,6 +11,7 @@ tuple of (name, type). Effects become a flat tuple of :class:`Effect`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 TRUE = ("and", ())
@@ -20,12 +21,12 @@ class PddlError(ValueError):
     """A construct this reader does not know; the engine names the game when it reports it."""
 
 
+_COMMENT = re.compile(r";[^\n]*")
+_TOKEN = re.compile(r"[()]|[^\s()]+")
+
+
 def tokens(text: str) -> list[str]:
-    out: list[str] = []
-    for line in text.split("\n"):
-        line = line.split(";", 1)[0]
-        out.extend(line.replace("(", " ( ").replace(")", " ) ").replace("?", " ?").lower().split())
-    return out
+    return _TOKEN.findall(_COMMENT.sub("", text).replace("?", " ?").lower())
 
 
 def parse_sexpr(text: str) -> list:
@@ -50,16 +51,24 @@ def parse_sexpr(text: str) -> list:
 
 
 def typed_list(items: list) -> list[tuple[str, str]]:
+    """``a b - t c`` as [(a, t), (b, t), (c, object)]."""
     out: list[tuple[str, str]] = []
-    while items:
-        if "-" in items:
-            cut = items.index("-")
-            names, kind, items = items[:cut], items[cut + 1], items[cut + 2 :]
-        else:
-            names, kind, items = items, "object", []
-        if not isinstance(kind, str) or any(not isinstance(n, str) for n in names):
+    pending: list[str] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item == "-":
+            if i + 1 >= len(items) or not isinstance(items[i + 1], str):
+                raise PddlError(f"a typed list with a missing or nested type: {items}")
+            out.extend((name, items[i + 1]) for name in pending)
+            pending = []
+            i += 2
+            continue
+        if not isinstance(item, str):
             raise PddlError(f"a typed list with a nested list: {items}")
-        out.extend((name, kind) for name in names)
+        pending.append(item)
+        i += 1
+    out.extend((name, "object") for name in pending)
     return out
 
 
