@@ -52,7 +52,7 @@ class Atom:
         return ctx.state.holds(self.pred, self.ground(b))
 
     def known(self, b: dict) -> tuple:
-        return tuple(b.get(a) if v else a for a, v in zip(self.args, self.is_var))
+        return tuple([b.get(a) if v else a for a, v in zip(self.args, self.is_var)])
 
     def solve(self, ctx: Context, b: dict):
         known = self.known(b)
@@ -115,6 +115,9 @@ def _conjoin(ctx: Context, parts, b: dict):
     if best is None:
         best = next((p for p in pending if not p.test_only), pending[0])
     rest = [p for p in pending if p is not best]
+    if not rest:
+        yield from best.solve(ctx, b)
+        return
     for extended in best.solve(ctx, b):
         yield from _conjoin(ctx, rest, extended)
 

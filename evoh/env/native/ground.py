@@ -47,14 +47,11 @@ def applicable(state: State, world: World, action: CompiledAction):
 
 def _noop(ctx: Context, action: CompiledAction, binding: dict[str, str]) -> bool:
     """Whether the planner drops every effect of the action for this binding (see ``_kept``)."""
-    if any(e.forall for e in action.effects):
-        return next(_kept(ctx, action, binding), None) is None
-    stated = {(pos, pred, tuple(binding.get(a, a) for a in args)) for pos, pred, args in action.literals}
-    for effect, twins in zip(action.effects, action.twins):
-        args = tuple(binding.get(a, a) for a in effect.args)
-        if twins and any(tuple(binding.get(a, a) for a in twin) == args for twin in twins):
-            continue
-        if (effect.positive, effect.pred, args) not in stated:
+    for effect, same in zip(action.effects, action.droppers):
+        if effect.forall:
+            return next(_kept(ctx, action, binding), None) is None
+        args = tuple([binding.get(a, a) for a in effect.args])
+        if not any(tuple([binding.get(a, a) for a in other]) == args for other in same):
             return False
     return True
 

@@ -156,7 +156,9 @@ class CompiledAction:
     static_template: bool = False  # the command's words depend on the binding only, never on what changes
     reads: tuple[str, ...] = ()  # the predicates the precondition reads: its bindings change only when they do
     param_names: tuple[str, ...] = ()
-    twins: tuple[tuple[tuple[str, ...], ...], ...] = ()  # per delete effect, the args of adds of its atom on its condition
+    # per effect, the argument lists that drop it when they ground alike: a precondition literal of the same
+    # sign and predicate, or (for a deletion) an addition of the same predicate on the same condition
+    droppers: tuple[tuple[tuple[str, ...], ...], ...] = ()
 
 
 def _variable_types(formula: tuple, out: dict[str, str]) -> None:
@@ -269,9 +271,12 @@ def compile_domain(domain_text: str):
                 tuple(sorted(_predicates(precondition))),
                 tuple(name for name, _ in action.params),
                 tuple(
-                    ()
-                    if e.positive
-                    else tuple(a.args for a in effects if a.positive and a.pred == e.pred and a.condition == e.condition)
+                    tuple(args for positive, pred, args in literals if (positive, pred) == (e.positive, e.pred))
+                    + (
+                        ()
+                        if e.positive
+                        else tuple(a.args for a in effects if a.positive and a.pred == e.pred and a.condition == e.condition)
+                    )
                     for e in effects
                 ),
             )

@@ -89,6 +89,18 @@ class State:
             if args in self.true.get(pred, ()) and tuple(self.object_types[a] for a in args) in signatures:
                 return (args,)
             return ()
+        if not pred.startswith(NEGATED):
+            for i, obj in enumerate(known):
+                if obj is not None:
+                    # the few facts with this argument, put in the order a full scan would meet them
+                    rank = {signature: n for n, signature in enumerate(signatures)}
+                    found = []
+                    for args in self._index.get((pred, i, obj), ()):
+                        n = rank.get(tuple(self.object_types[a] for a in args))
+                        if n is not None:
+                            found.append((n, args))
+                    found.sort()
+                    return [args for _, args in found]
         by_signature = self._by_signature(pred)
         return [args for signature in signatures for args in by_signature.get(signature, ())]
 
