@@ -113,12 +113,21 @@ def random_walks(task, tally: Tally, walks: int, length: int, seed: int) -> None
         engines.close()
 
 
+def _round_robin(tasks: list) -> list:
+    """The games one task type after another in turn, so that a run cut short has still seen every type."""
+    by_type: dict[str, list] = {}
+    for task in tasks:
+        by_type.setdefault(task.task_type, []).append(task)
+    queues = list(by_type.values())
+    return [queue[i] for i in range(max(map(len, queues))) for queue in queues if i < len(queue)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", default="valid_seen")
     parser.add_argument("--games", type=int, default=None, help="games of the split (all when left out)")
     parser.add_argument("--skip", type=int, default=0, help="games of the split to leave out first")
-    parser.add_argument("--spread", action="store_true", help="take the games spread over the task types")
+    parser.add_argument("--spread", action="store_true", help="take the games one task type after another in turn")
     parser.add_argument("--walks", type=int, default=3)
     parser.add_argument("--length", type=int, default=50, help="admissible commands per random walk")
     parser.add_argument("--seed", type=int, default=0)
@@ -126,11 +135,11 @@ def main() -> None:
     parser.add_argument("--show", type=int, default=5, help="mismatches to print")
     args = parser.parse_args()
 
+    tasks = load_tasks(args.split)
     if args.spread:
-        tasks = load_tasks(args.split, limit=args.games, spread=True)
-    else:
-        tasks = load_tasks(args.split)[args.skip :]
-        tasks = tasks[: args.games] if args.games is not None else tasks
+        tasks = _round_robin(tasks)
+    tasks = tasks[args.skip :]
+    tasks = tasks[: args.games] if args.games is not None else tasks
     tally = Tally()
     started = time.perf_counter()
     for n, task in enumerate(tasks, 1):
