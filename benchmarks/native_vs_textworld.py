@@ -28,6 +28,8 @@ BAD_COMMANDS = ["", "fly to the moon", "take unicorn 1 from bed 1", "go to desk 
 class Tally:
     games: int = 0
     steps: int = 0
+    expert_episodes: int = 0
+    expert_won: int = 0
     mismatches: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
 
@@ -88,6 +90,8 @@ def expert_episode(task, tally: Tally, max_steps: int) -> None:
     with InProcessPool(engine, max_steps=max_steps) as pool:
         settings = EpisodeSettings(max_steps=max_steps)
         rollout([(task.id, task)], ExpertPolicy(SearchPrior()), pool, settings, Bank(), lambda e, _: won.append(e.record()))
+    tally.expert_episodes += 1
+    tally.expert_won += bool(won and won[0].get("won"))
     if won and won[0].get("error"):
         tally.failures.append(f"{task.id} expert: {won[0]['error']}")
 
@@ -153,10 +157,14 @@ def main() -> None:
         tally.games += 1
         print(
             f"[{n}/{len(tasks)}] {task.id}: {len(tally.mismatches) - before} mismatches "
-            f"({tally.steps} steps so far, {time.perf_counter() - started:.0f} s)",
+            f"({tally.steps} steps, {len(tally.mismatches)} mismatches, expert won {tally.expert_won}/{tally.expert_episodes} "
+            f"so far, {time.perf_counter() - started:.0f} s)",
             flush=True,
         )
-    print(f"split {args.split}: games compared {tally.games}, steps compared {tally.steps}, mismatches {len(tally.mismatches)}")
+    print(
+        f"split {args.split}: games compared {tally.games}, steps compared {tally.steps}, mismatches {len(tally.mismatches)} "
+        f"(expert episodes won {tally.expert_won} of {tally.expert_episodes})"
+    )
     for line in tally.mismatches[: args.show]:
         print("  mismatch:", line)
     for line in tally.failures[: args.show]:
