@@ -1,9 +1,15 @@
 """A game's parsed rules, shared by every game that has the same domain and grammar text, and its objects.
 
-``Rules`` holds what depends only on the domain and the grammar (the type tree, the actions with their
-quantified variables renamed apart, which predicates no action changes, the text rules). It is built once per
-distinct (domain, grammar) text pair and kept in a small lock-guarded cache; once built it is never changed, so
-any number of threads may share it. ``World`` adds one problem's objects, initial facts and goal.
+``compile_domain`` turns a domain text into what every game with that domain shares: the type tree and the
+actions, their quantified variables renamed apart and their preconditions built into formula nodes.
+``Rules`` adds one grammar's text rules and command templates; it is kept in a small lock-guarded cache keyed by
+the (domain, grammar) texts and never changed once built, so any number of threads may share it. ``World`` adds
+one problem's objects, initial facts and goal.
+
+The planner's no-op rule (an effect restating a precondition literal is dropped, an action left with none is
+never offered) is applied to the literals of the precondition's top-level conjunction only; the planner applies
+it to each disjunct of a disjunctive precondition separately, which only matters for a domain whose action
+restates a literal stated inside an ``or`` or ``exists`` (ALFWorld's actions do not).
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from evoh.env.native.grammar import ActionText, Each, ListOf, Rule, Tag, parse_g
 from evoh.env.native.pddl import Action, Domain, Effect, PddlError, Problem, parse_domain
 
 ROOT = "object"
-TESTS = frozenset({"not", "=", "forall", "imply"})  # formulas that can only be checked, never enumerate bindings
 
 
 class TypeTree:
@@ -94,38 +99,6 @@ def _rename(formula: tuple, scope: dict[str, str], counter: list[int]) -> tuple:
         inner[name] = f"{name}#{counter[0]}"
         variables.append((inner[name], kind))
     return (head, tuple(variables), _rename(formula[2], inner, counter))
-
-
-def free_variables(formula: tuple) -> frozenset[str]:
-    head = formula[0]
-    if head == "atom":
-        return frozenset(a for a in formula[2] if a.startswith("?"))
-    if head == "=":
-        return frozenset(a for a in formula[1:] if a.startswith("?"))
-    if head in ("and", "or"):
-        return frozenset().union(*(free_variables(p) for p in formula[1]))
-    if head == "not":
-        return free_variables(formula[1])
-    if head == "imply":
-        return free_variables(formula[1]) | free_variables(formula[2])
-    return free_variables(formula[2]) - {name for name, _ in formula[1]}
-
-
-def _order(formula: tuple) -> tuple:
-    """Conjunctions with their enumerating parts first and their checks last (the checks then see bound variables)."""
-    head = formula[0]
-    if head == "and":
-        parts = [_order(p) for p in formula[1]]
-        return ("and", tuple([p for p in parts if p[0] not in TESTS] + [p for p in parts if p[0] in TESTS]))
-    if head == "or":
-        return ("or", tuple(_order(p) for p in formula[1]))
-    if head in ("exists", "forall"):
-        return (head, formula[1], _order(formula[2]))
-    if head == "not":
-        return ("not", _order(formula[1]))
-    if head == "imply":
-        return ("imply", _order(formula[1]), _order(formula[2]))
-    return formula
 
 
 def _literals(formula: tuple) -> tuple[tuple[bool, str, tuple[str, ...]], ...]:
@@ -236,7 +209,7 @@ def compile_domain(domain_text: str):
     compiled = []
     for action in domain.actions:
         counter = [0]
-        precondition = _order(_rename(action.precondition, {}, counter))
+        precondition = _rename(action.precondition, {}, counter)
         variable_types = dict(action.params)
         _variable_types(precondition, variable_types)
         effects = []
@@ -247,7 +220,7 @@ def compile_domain(domain_text: str):
                 counter[0] += 1
                 scope[name] = f"{name}#{counter[0]}"
                 forall.append((scope[name], kind))
-            condition = _order(_rename(effect.condition, scope, counter))
+            condition = _rename(effect.condition, scope, counter)
             _variable_types(condition, variable_types)
             variable_types.update(forall)
             args = tuple(scope.get(a, a) for a in effect.args)
@@ -317,7 +290,7 @@ class World:
 
     @cached_property
     def goal(self) -> tuple:
-        return _order(_rename(self.problem.goal, {}, [0]))
+        return _rename(self.problem.goal, {}, [0])
 
     @cached_property
     def goal_node(self):
