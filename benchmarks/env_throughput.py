@@ -181,10 +181,8 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     for kind, result in results.items():
-        print(
-            f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each; "
-            f"expert turn prompts {result['prompt_chars']:.0f} characters on average"
-        )
+        prompts = "" if args.no_prompts else f"; expert turn prompts {result['prompt_chars']:.0f} characters on average"
+        print(f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each{prompts}")
         print(f"{'mode':<37}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
         for name, row in result["modes"].items():
             print(
