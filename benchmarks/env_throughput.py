@@ -2,11 +2,13 @@
 is not thread-safe; free for MiniHouse), and the size of a turn's prompt in each world.
 
     ALFWORLD_DATA=../shared/alfworld python benchmarks/env_throughput.py [--kind alfworld minihouse] [--games 8] [--steps 40]
+        [--engine textworld native]
 
 Every mode plays the same games with the same seeded random admissible commands. "resets/s" counts
 loading a game and resetting it (what starting an episode of a new game costs); "steps/s" counts
 commands. Process start-up and library imports are paid before the clock starts. The prompt figure is
-the mean length of the expert's turn prompts (system prompt and turn) on the same games.
+the mean length of the expert's turn prompts (system prompt and turn) on the same games. ``--engine`` picks
+the ALFWorld engines to time on the same games: TextWorld, the native engine (evoh/env/native), or both.
 """
 
 from __future__ import annotations
@@ -35,7 +37,16 @@ def _advance(engine, rng: random.Random, state):
     return engine.reset() if state.done else engine.step(_command(rng, state.admissible))
 
 
-def one_process(tasks, steps: int) -> tuple[float, float]:
+def _native(game_file: str, max_steps: int):
+    from evoh.env.native import NativeEngine
+
+    return NativeEngine(game_file, max_steps)
+
+
+ENGINES = {"textworld": make_engine, "native": _native}
+
+
+def one_process(tasks, steps: int, make_engine=make_engine) -> tuple[float, float]:
     make_engine(tasks[0].game_file, BIG).reset()  # imports and caches out of the measurement
     started = time.perf_counter()
     engines = [make_engine(t.game_file, BIG) for t in tasks]
@@ -48,7 +59,7 @@ def one_process(tasks, steps: int) -> tuple[float, float]:
     return reset_time, time.perf_counter() - started
 
 
-def pool(tasks, steps: int, workers: int) -> tuple[float, float]:
+def pool(tasks, steps: int, workers: int, make_engine=make_engine) -> tuple[float, float]:
     with EnvPool(workers, max_steps=BIG, engine=make_engine) as envs:
         envs.reset({"warm": tasks[0]})
         envs.release(["warm"])
@@ -67,7 +78,7 @@ def pool(tasks, steps: int, workers: int) -> tuple[float, float]:
         return reset_time, time.perf_counter() - started
 
 
-def threads_(tasks, steps: int, threads: int, locked: bool) -> tuple[float, float]:
+def threads_(tasks, steps: int, threads: int, locked: bool, make_engine=make_engine) -> tuple[float, float]:
     make_engine(tasks[0].game_file, BIG).reset()
     lock = threading.Lock() if locked else contextlib.nullcontext()
     shares = [list(range(len(tasks)))[i::threads] for i in range(threads)]
@@ -121,31 +132,43 @@ def prompt_chars(kind: str, games: int) -> float:
     return fmean(len(r["system"]) + len(turn["user"]) for r in records for turn in r["trace"])
 
 
+def _modes(kind: str, engine: str, tasks, args) -> dict:
+    make = ENGINES[engine] if kind == "alfworld" else make_engine
+    label = f"{engine}, " if kind == "alfworld" and len(args.engine) > 1 else ""
+    # TextWorld is not thread-safe; MiniHouse and the native engine keep all their state per engine
+    locked = kind == "alfworld" and engine == "textworld"
+    return {
+        f"{label}one process": lambda: one_process(tasks, args.steps, make),
+        f"{label}EnvPool, {args.workers} workers": lambda: pool(tasks, args.steps, args.workers, make),
+        f"{label}{args.workers} threads, {'one lock' if locked else 'no lock'}": lambda: threads_(
+            tasks, args.steps, args.workers, locked, make
+        ),
+    }
+
+
 def measure(kind: str, args) -> dict:
     env = load_recipe(None, [f"env.kind={kind}"]).env
     tasks = load_games(env, args.split, args.games, spread=True)
-    modes = {
-        "one process": lambda: one_process(tasks, args.steps),
-        f"EnvPool, {args.workers} workers": lambda: pool(tasks, args.steps, args.workers),
-    }
-    if kind == "alfworld":
-        modes[f"{args.workers} threads, one lock"] = lambda: threads_(tasks, args.steps, args.workers, locked=True)
-    else:
-        modes[f"{args.workers} threads, no lock"] = lambda: threads_(tasks, args.steps, args.workers, locked=False)
+    modes = {}
+    for engine in args.engine if kind == "alfworld" else ["minihouse"]:
+        modes.update(_modes(kind, engine, tasks, args))
     rows = {}
     for name, run in modes.items():
         reset_time, step_time = run()
         rows[name] = {"resets_per_s": len(tasks) / reset_time, "steps_per_s": len(tasks) * args.steps / step_time}
-    base = rows["one process"]
+    base = next(iter(rows.values()))
     for row in rows.values():
         row["reset_speedup"] = row["resets_per_s"] / base["resets_per_s"]
         row["step_speedup"] = row["steps_per_s"] / base["steps_per_s"]
-    return {"games": len(tasks), "steps_per_game": args.steps, "modes": rows, "prompt_chars": prompt_chars(kind, args.games)}
+    prompts = float("nan") if args.no_prompts else prompt_chars(kind, args.games)
+    return {"games": len(tasks), "steps_per_game": args.steps, "modes": rows, "prompt_chars": prompts}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", nargs="+", default=["alfworld", "minihouse"], choices=["alfworld", "minihouse"])
+    parser.add_argument("--engine", nargs="+", default=["textworld"], choices=list(ENGINES), help="ALFWorld engines to time")
+    parser.add_argument("--no-prompts", action="store_true", help="skip the expert prompt-length figure")
     parser.add_argument("--games", type=int, default=8)
     parser.add_argument("--steps", type=int, default=40, help="commands per game")
     parser.add_argument("--workers", type=int, default=2)
@@ -158,21 +181,19 @@ def main() -> None:
         print(json.dumps(results, indent=2))
         return
     for kind, result in results.items():
-        print(
-            f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each; "
-            f"expert turn prompts {result['prompt_chars']:.0f} characters on average"
-        )
-        print(f"{'mode':<26}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
+        prompts = "" if args.no_prompts else f"; expert turn prompts {result['prompt_chars']:.0f} characters on average"
+        print(f"{kind}: {result['games']} {args.split} games, {args.steps} random admissible commands each{prompts}")
+        print(f"{'mode':<37}{'resets/s':>10}{'steps/s':>10}{'reset x':>9}{'step x':>8}")
         for name, row in result["modes"].items():
             print(
-                f"{name:<26}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}"
+                f"{name:<37}{row['resets_per_s']:>10.2f}{row['steps_per_s']:>10.1f}{row['reset_speedup']:>9.2f}{row['step_speedup']:>8.2f}"
             )
     if len(results) == 2:
         a, m = results["alfworld"], results["minihouse"]
+        a_one, m_one = next(iter(a["modes"].values())), next(iter(m["modes"].values()))
         print(
-            "minihouse / alfworld, one process: steps/s x"
-            f"{m['modes']['one process']['steps_per_s'] / a['modes']['one process']['steps_per_s']:.0f}, "
-            f"resets/s x{m['modes']['one process']['resets_per_s'] / a['modes']['one process']['resets_per_s']:.0f}, "
+            f"minihouse / alfworld ({args.engine[0]}), one process: steps/s x{m_one['steps_per_s'] / a_one['steps_per_s']:.0f}, "
+            f"resets/s x{m_one['resets_per_s'] / a_one['resets_per_s']:.0f}, "
             f"prompt length x{m['prompt_chars'] / a['prompt_chars']:.2f}"
         )
 
