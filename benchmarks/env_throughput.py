@@ -23,7 +23,7 @@ from statistics import fmean
 
 from evoh.config import load_recipe
 from evoh.env.pool import EnvPool
-from evoh.env.world import load_games, make_engine, open_pool
+from evoh.env.world import load_games, make_engine, make_native_engine, open_pool
 
 BIG = 10_000  # no episode ends on its step budget during the benchmark
 
@@ -37,13 +37,7 @@ def _advance(engine, rng: random.Random, state):
     return engine.reset() if state.done else engine.step(_command(rng, state.admissible))
 
 
-def _native(game_file: str, max_steps: int):
-    from evoh.env.native import NativeEngine
-
-    return NativeEngine(game_file, max_steps)
-
-
-ENGINES = {"textworld": make_engine, "native": _native}
+ENGINES = {"textworld": make_engine, "native": make_native_engine}
 
 
 def one_process(tasks, steps: int, make_engine=make_engine) -> tuple[float, float]:

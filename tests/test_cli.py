@@ -188,7 +188,7 @@ def _children(pid: int) -> list[int]:
 def test_ctrl_c_in_play_exits_130_and_stops_the_engine(alfworld_data: Path):
     env = {**os.environ, "ALFWORLD_DATA": str(alfworld_data)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "evoh", "play", "valid_seen:0"],
+        [sys.executable, "-m", "evoh", "play", "valid_seen:0", "--engine", "textworld"],  # its engine in a worker
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

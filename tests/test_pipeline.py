@@ -171,19 +171,30 @@ PINNED_KEYS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(PINNED_KEYS))
-def test_the_settings_stages_are_keyed_on_stay_as_they_were(name: str, tmp_path: Path):
+def _stage_keys(recipe, ws) -> dict[str, str]:
     import copy
 
-    from evoh.config import load_recipe
     from evoh.stages import collect, evaluate, grpo, refine, sft
-    from evoh.workspace import Workspace
 
-    recipe, ws = load_recipe(Path(name)), Workspace(tmp_path)
     keys = {m.__name__.rsplit(".", 1)[1]: fingerprint(m.settings(recipe, ws)) for m in (collect, refine, sft, grpo)}
     measured = copy.deepcopy(recipe)  # as evoh run evaluates the sft weights on valid_seen
     measured.eval.policy, measured.eval.split, measured.eval.name = "local", "valid_seen", "sft-valid_seen"
     measured.model.temperature = measured.run.eval_temperature
-    measured.model.model, measured.model.adapter = str(tmp_path / "sft" / "model"), ""
+    measured.model.model, measured.model.adapter = str(ws.root / "sft" / "model"), ""
     keys["eval"] = fingerprint(evaluate.settings(measured, ws))
+    return keys
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_KEYS))
+def test_the_settings_stages_are_keyed_on_stay_as_they_were(name: str, tmp_path: Path):
+    """On TextWorld, the engine every run before env.engine used, the keys are as they were; on the native engine
+    the ALFWorld stages that play games are new runs, so that no native run resumes a TextWorld one."""
+    from evoh.config import load_recipe
+    from evoh.workspace import Workspace
+
+    ws = Workspace(tmp_path)
+    keys = _stage_keys(load_recipe(Path(name), ['env.engine="textworld"']), ws)
     assert keys == PINNED_KEYS[name]
+    native = _stage_keys(load_recipe(Path(name)), ws)
+    changed = {stage for stage in keys if native[stage] != keys[stage]}
+    assert changed == (set() if "minihouse" in name else {"collect", "grpo", "eval"})

@@ -29,6 +29,7 @@ def grpo(
     workers: flag("env.workers", "--workers", "-k") = None,
     data: flag("env.data", "--data", "-d") = None,
     kind: flag("env.kind") = None,
+    engine: flag("env.engine") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,
@@ -59,6 +60,7 @@ def grpo(
         "env.workers": workers,
         "env.data": data,
         "env.kind": kind,
+        "env.engine": engine,
     }
     resolved = resolve(recipe, sets, given)
     errors = RolloutErrors()

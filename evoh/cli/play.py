@@ -27,6 +27,7 @@ def play(
     ],
     data: flag("env.data", "--data", "-d") = None,
     kind: flag("env.kind") = None,
+    engine: flag("env.engine") = None,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     commands: Annotated[
@@ -44,18 +45,18 @@ def play(
         evoh play --kind minihouse valid_seen:0
         evoh play valid_seen:0 --commands moves.txt --json
     """
-    env = resolve(recipe, sets, {"env.data": data, "env.kind": kind}).env
+    env = resolve(recipe, sets, {"env.data": data, "env.kind": kind, "env.engine": engine}).env
     task = find_game(env, game)
     if commands is not None:
         if not commands.is_file():
             raise EvohError(f"commands file {commands} does not exist", hint="give a text file with one command per line")
-        transcript = replay(task, read_commands(commands.read_text().splitlines()), max_steps=max_steps)
+        transcript = replay(task, read_commands(commands.read_text().splitlines()), max_steps, env.engine)
         if as_json:
             print_json(transcript.to_dict())
         else:
             _print_transcript(transcript)
     else:
-        transcript = _interactive(task, max_steps)
+        transcript = _interactive(task, max_steps, env.engine)
     raise typer.Exit(0 if transcript.last.won else 1)
 
 
@@ -80,9 +81,9 @@ def _print_result(step: Step) -> None:
     typer.echo(f"result: {verdict} after {step.steps} step(s)")
 
 
-def _interactive(task, max_steps: int) -> Transcript:
+def _interactive(task, max_steps: int, engine: str) -> Transcript:
     typer.echo(f"game: {task.id} ({task.short_type})   type a command or its number; 'quit' ends", err=True)
-    with GameSession(task, max_steps=max_steps) as session:
+    with GameSession(task, max_steps=max_steps, engine=engine) as session:
         step = session.start()
         _show(step, 0)
         while not step.done:

@@ -30,13 +30,21 @@ class EnvConfig:
     kind: Literal["alfworld", "minihouse"] = setting(
         "alfworld",
         (
-            "alfworld: ALFWorld's games on the TextWorld engine (needs ALFWORLD_DATA); minihouse: procedural "
+            "alfworld: ALFWorld's games (needs ALFWORLD_DATA; env.engine plays them); minihouse: procedural "
             "rooms in ALFWorld's grammar and text, generated in-process (no data, thousands of steps a second)"
         ),
     )
     data: str = setting("", "ALFWORLD_DATA root; empty: $ALFWORLD_DATA, else ~/.cache/alfworld (alfworld-download's)")
+    engine: Literal["native", "textworld"] = setting(
+        "native",
+        (
+            "what plays ALFWorld's games: native (evoh's own engine, in this process; it reads the same game files and "
+            "answers exactly as TextWorld does, differentially tested) or textworld (the reference engine, in worker "
+            "processes; `pip install 'evoh[textworld]'`). MiniHouse ignores it"
+        ),
+    )
     max_steps: int = setting(50, "environment steps before an episode stops (the published ALFWorld setting)", AT_LEAST_1)
-    workers: int = setting(2, "engine processes in the pool (alfworld; minihouse games play in this process)", AT_LEAST_1)
+    workers: int = setting(2, "engine processes in the pool (engine = textworld; the others play in this process)", AT_LEAST_1)
     step_timeout: float = setting(60.0, "seconds one reset or step may take before its worker is replaced", POSITIVE)
     minihouse: MiniHouseConfig = section(MiniHouseConfig)
 

@@ -1,4 +1,4 @@
-"""One game in this process: the step rules every world shares, and ALFWorld games on the real TextWorld PDDL engine.
+"""One game in this process: the step rules every world shares, and ALFWorld games on TextWorld's PDDL engine.
 
 The engine is loaded the way alfworld's ``AlfredTWEnv`` loads it (``AlfredDemangler`` names, the game
 file in the infos) but one game at a time, so that a pool of processes can each host several.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evoh.env.types import Step
+from evoh.errors import EvohError
 
 NOTHING_HAPPENS = "Nothing happens."
 HIDDEN_COMMANDS = frozenset({"help"})
@@ -22,8 +23,14 @@ HIDDEN_COMMANDS = frozenset({"help"})
 def _start(game_file: str) -> Any:
     # alfworld creates ~/.cache/alfworld on import unless ALFWORLD_DATA is set
     os.environ.setdefault("ALFWORLD_DATA", str(Path(game_file).resolve().parent))
-    import textworld
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    try:
+        import textworld
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    except ImportError as exc:
+        raise EvohError(
+            f"env.engine = textworld needs alfworld and textworld ({exc})",
+            hint="pip install 'evoh[textworld]', or play on the native engine (env.engine = \"native\", the default)",
+        ) from None
 
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     return textworld.start(game_file, infos, wrappers=[AlfredDemangler(), AlfredInfos])

@@ -1,7 +1,7 @@
 """The pool's interface over engines that live in this process: for worlds that need no worker process.
 
-MiniHouse engines are pure Python and own their state, so the episodes of a rollout step one after
-another here, far faster than a message to a worker would travel. An engine exception fails only its
+MiniHouse's engines and the native ALFWorld engine are pure Python and own their state, so the episodes of a
+rollout step one after another here, far faster than a message to a worker would travel. An engine exception fails only its
 episode, with the error recorded, as in the process pool.
 """
 

@@ -39,14 +39,14 @@ class Transcript:
 
 
 class GameSession:
-    """A single episode (ALFWorld's on a one-worker pool, MiniHouse's in this process): ``start()``, then
+    """A single episode (on a one-worker pool for TextWorld, in this process otherwise): ``start()``, then
     ``send(command)`` until ``done``."""
 
     KEY = "play"
 
-    def __init__(self, task: Task, max_steps: int = 50, step_timeout: float = 60.0) -> None:
+    def __init__(self, task: Task, max_steps: int = 50, step_timeout: float = 60.0, engine: str = "native") -> None:
         self.task = task
-        self._pool = pool_for(task.kind, max_steps, 1, step_timeout)
+        self._pool = pool_for(task.kind, max_steps, 1, step_timeout, engine)
         self.transcript: Transcript | None = None
 
     def start(self) -> Step:
@@ -75,9 +75,9 @@ def read_commands(lines: Iterable[str]) -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def replay(task: Task, commands: list[str], max_steps: int = 50) -> Transcript:
+def replay(task: Task, commands: list[str], max_steps: int = 50, engine: str = "native") -> Transcript:
     """Play ``commands`` in order until they run out or the episode ends."""
-    with GameSession(task, max_steps=max_steps) as session:
+    with GameSession(task, max_steps=max_steps, engine=engine) as session:
         step = session.start()
         for index, command in enumerate(commands):
             if step.done:

@@ -22,6 +22,7 @@ from evoh.env.types import TASK_TYPES, Task
 from evoh.errors import EvohError
 
 KINDS = ("alfworld", "minihouse")
+ENGINES = ("native", "textworld")
 _IN_RECEPTACLE = re.compile(r"\(inReceptacle ([A-Za-z]+)_bar_\S* ([A-Za-z]+)_bar_\S*\)")
 _OBJECT = re.compile(r"\(objectType (\w+?)_bar_\S* (\w+)Type\)")
 _RECEPTACLE = re.compile(r"\(receptacleType (\w+?)_bar_\S* (\w+)Type\)")
@@ -119,7 +120,7 @@ def find_game(env: EnvConfig, spec: str) -> Task:
 
 
 def make_engine(game_file: str, max_steps: int) -> Any:
-    """An engine for any game file: a generated MiniHouse game, else an ALFWorld game.tw-pddl."""
+    """An engine for any game file: a generated MiniHouse game, else an ALFWorld game.tw-pddl on TextWorld."""
     if game_file.startswith(minihouse.GAME_PREFIX):
         from evoh.env.minihouse_engine import HouseEngine
 
@@ -129,17 +130,43 @@ def make_engine(game_file: str, max_steps: int) -> Any:
     return GameEngine(game_file, max_steps)
 
 
+def make_native_engine(game_file: str, max_steps: int) -> Any:
+    """An engine for any game file: a generated MiniHouse game, else an ALFWorld game.tw-pddl on evoh's own engine."""
+    if game_file.startswith(minihouse.GAME_PREFIX):
+        return make_engine(game_file, max_steps)
+    from evoh.env.native import NativeEngine
+
+    return NativeEngine(game_file, max_steps)
+
+
+def engine_factory(engine: str) -> Any:
+    """The engine builder for ``env.engine`` (native or textworld)."""
+    return make_native_engine if check_engine(engine) == "native" else make_engine
+
+
+def played_by(env: EnvConfig) -> str:
+    """What answers the commands: minihouse, or ALFWorld's native or textworld engine."""
+    return env.kind if check_kind(env) == "minihouse" else check_engine(env.engine)
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise EvohError(f"unknown env.engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
+    return engine
+
+
 def open_pool(env: EnvConfig, max_steps: int, workers: int | None = None) -> Any:
-    """The pool a recipe's games play on: worker processes for ALFWorld, this process for MiniHouse."""
-    return pool_for(check_kind(env), max_steps, workers or env.workers, env.step_timeout)
+    """The pool a recipe's games play on: worker processes for TextWorld, this process otherwise."""
+    return pool_for(check_kind(env), max_steps, workers or env.workers, env.step_timeout, env.engine)
 
 
-def pool_for(kind: str, max_steps: int, workers: int, step_timeout: float) -> Any:
-    """A pool for games of ``kind``: MiniHouse's engines live in this process, ALFWorld's in worker processes."""
-    if kind == "minihouse":
+def pool_for(kind: str, max_steps: int, workers: int, step_timeout: float, engine: str = "native") -> Any:
+    """A pool for games of ``kind``. MiniHouse's engines and native ALFWorld ones are thread-safe and live in this
+    process; TextWorld's are neither and each plays in a worker process that a hung or dead game cannot take down."""
+    if kind == "minihouse" or check_engine(engine) == "native":
         from evoh.env.inprocess import InProcessPool
 
-        return InProcessPool(make_engine, max_steps=max_steps)
+        return InProcessPool(engine_factory(engine), max_steps=max_steps)
     from evoh.env.pool import EnvPool
 
     return EnvPool(workers, max_steps=max_steps, step_timeout=step_timeout, engine=make_engine)

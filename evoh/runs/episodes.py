@@ -23,7 +23,7 @@ import orjson
 
 from evoh.config import EnvConfig, PlayConfig, Recipe, recipe_dict, recipe_toml
 from evoh.env.types import Task
-from evoh.env.world import choose_games, data_input, open_pool
+from evoh.env.world import choose_games, data_input, open_pool, played_by
 from evoh.errors import EvohError
 from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank, consolidate
@@ -70,8 +70,12 @@ def episode_settings(recipe: Recipe) -> EpisodeSettings:
 
 
 def play_settings(recipe: Recipe) -> dict[str, Any]:
-    """The [env] and [harness] settings that change how episodes play (not how many workers run them)."""
+    """The [env] and [harness] settings that change how episodes play (not how many workers run them). The engine
+    is named only where it is the native one: every run made before it existed played on TextWorld, and keeps its
+    key, while a native run never resumes into a TextWorld one; MiniHouse has one engine."""
     env = {k: v for k, v in dataclasses.asdict(recipe.env).items() if k not in ("workers", "step_timeout")}
+    if recipe.env.kind != "alfworld" or recipe.env.engine == "textworld":
+        del env["engine"]
     return {"env": env, "harness": dataclasses.asdict(recipe.harness)}
 
 
@@ -288,6 +292,7 @@ def run_split(
             "protocol": {
                 **settings.protocol(),
                 "grammar": sorted({t.grammar for t in tasks}),
+                "engine": played_by(recipe.env),
                 "bank": bank.digest(),
                 "start_bank": str(bank_path) if bank_path else None,
                 "freeze_bank": play.freeze_bank,
