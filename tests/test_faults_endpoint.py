@@ -169,6 +169,8 @@ def test_a_killed_engine_worker_fails_at_most_its_episode_and_a_rerun_completes(
         str(games),
         "--workers",
         "2",
+        "--engine",
+        "textworld",  # the engine that runs in worker processes
         "--set",
         "eval.max_active=2",
         "--json",
