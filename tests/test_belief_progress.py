@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evoh.env.engine import GameEngine
 from evoh.env.games import find_task, load_tasks
+from evoh.env.native import NativeEngine
 from evoh.env.types import TASK_TYPES
 from evoh.harness.belief import INVENTORY, Belief, split_list
 from evoh.harness.goal import goal_text, parse_goal
@@ -24,8 +24,8 @@ def one_per_type(alfworld_data: Path):
 
 
 def play(task, commands):
-    """Play commands on the real engine, keeping a Belief and a Progress committed to the goal's milestones."""
-    engine = GameEngine(task.game_file, 50)
+    """Play commands on a real game, keeping a Belief and a Progress committed to the goal's milestones."""
+    engine = NativeEngine(task.game_file, 50)
     start = engine.reset()
     belief = Belief(start.observation)
     goal = parse_goal(goal_text(start.observation))
@@ -102,7 +102,7 @@ def test_belief_tracks_places_contents_and_states(one_per_type):
 
 def test_belief_reads_open_close_inventory_and_examine(one_per_type):
     task = one_per_type["pick"]
-    engine = GameEngine(task.game_file, 50)
+    engine = NativeEngine(task.game_file, 50)
     start = engine.reset()
     belief = Belief(start.observation)
     step = start

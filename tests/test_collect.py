@@ -146,7 +146,8 @@ def test_sigkill_then_rerun_gives_every_episode_exactly_once(alfworld_data: Path
 def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, collected: Path):
     from evoh.config import ExpertConfig
     from evoh.env.games import load_tasks
-    from evoh.env.pool import EnvPool
+    from evoh.env.inprocess import InProcessPool
+    from evoh.env.world import make_native_engine
     from evoh.harness.episode import EpisodeSettings
     from evoh.harness.experience import Bank
     from evoh.harness.prompts import demonstrations
@@ -162,7 +163,7 @@ def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, c
     for name, style in {"lean": ExpertConfig(0, 0, 0, 0), "rich": ExpertConfig()}.items():
         records = []
         settings = EpisodeSettings(demonstrations=shots if name == "rich" else "")
-        with EnvPool(1) as pool:
+        with InProcessPool(make_native_engine) as pool:
             rollout(
                 [(t.id, t) for t in tasks],
                 ExpertPolicy(SearchPrior(), style),
@@ -184,7 +185,8 @@ def test_expert_style_makes_teacher_data_leaner_or_richer(alfworld_data: Path, c
 def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld_data: Path):
     from evoh.config import ExpertConfig, Recipe
     from evoh.env.games import load_tasks
-    from evoh.env.pool import EnvPool
+    from evoh.env.inprocess import InProcessPool
+    from evoh.env.world import make_native_engine
     from evoh.harness.episode import EpisodeSettings
     from evoh.harness.experience import Bank
     from evoh.policy.expert import ExpertPolicy
@@ -198,7 +200,7 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
         for kind in ("pick_and_place_simple", "pick_two_obj_and_place", "look_at_obj_in_light")
     ]
     records = []
-    with EnvPool(1) as pool:
+    with InProcessPool(make_native_engine) as pool:
         rollout(
             [(t.id, t) for t in tasks],
             ExpertPolicy(SearchPrior(), ExpertConfig(slip=0.3), seed=3),
