@@ -79,13 +79,19 @@ class Atom:
                 yield extended
 
 
-class And:
+class _Junction:
+    """Formulas over parts: their free variables are the parts' together."""
+
     __slots__ = ("parts", "free")
     test_only = False
 
     def __init__(self, parts) -> None:
         self.parts = tuple(parts)
         self.free = frozenset().union(*(p.free for p in self.parts))
+
+
+class And(_Junction):
+    __slots__ = ()
 
     def holds(self, ctx: Context, b: dict) -> bool:
         return all(p.holds(ctx, b) for p in self.parts)
@@ -122,13 +128,8 @@ def _conjoin(ctx: Context, parts, b: dict):
         yield from _conjoin(ctx, rest, extended)
 
 
-class Or:
-    __slots__ = ("parts", "free")
-    test_only = False
-
-    def __init__(self, parts) -> None:
-        self.parts = tuple(parts)
-        self.free = frozenset().union(*(p.free for p in self.parts))
+class Or(_Junction):
+    __slots__ = ()
 
     def holds(self, ctx: Context, b: dict) -> bool:
         return any(p.holds(ctx, b) for p in self.parts)
