@@ -1,7 +1,7 @@
 """``NativeEngine``: an ALFWorld game played from its own ``game.tw-pddl`` in pure Python, answering exactly what
 the TextWorld engine answers (the intro and feedback text, the sorted admissible commands, whether it is won).
 
-The parsed domain and grammar are shared between games through a lock-guarded cache keyed by their text; each
+The parsed domain and grammar are shared between games through a cache keyed by their text; each
 engine keeps its own state, so engines in different threads never touch each other's data.
 """
 
@@ -12,14 +12,13 @@ from pathlib import Path
 
 from evoh.env.engine import CheckedEngine
 from evoh.env.native.ground import applicable, apply, goal_reached
-from evoh.env.native.logic import CompiledAction, RulesCache, World
+from evoh.env.native.logic import CompiledAction, World, rules_for
 from evoh.env.native.names import Entity, display_names
 from evoh.env.native.pddl import PddlError, parse_problem
 from evoh.env.native.state import State
 from evoh.env.native.text import Writer
 from evoh.errors import EvohError
 
-RULES = RulesCache()
 INTRO = "intro"
 
 
@@ -39,7 +38,7 @@ def load_world(game_file: str) -> World:
     if missing:
         raise EvohError(f"the game {game_file} has no {', '.join(missing)}")
     try:
-        return World(RULES.get(data["pddl_domain"], data["grammar"]), parse_problem(data["pddl_problem"]))
+        return World(rules_for(data["pddl_domain"], data["grammar"]), parse_problem(data["pddl_problem"]))
     except PddlError as error:
         raise _unplayable(game_file, error) from error
 

@@ -2,8 +2,8 @@
 
 ``compile_domain`` turns a domain text into what every game with that domain shares: the type tree and the
 actions, their quantified variables renamed apart and their preconditions built into formula nodes.
-``Rules`` adds one grammar's text rules and command templates; it is kept in a small lock-guarded cache keyed by
-the (domain, grammar) texts and never changed once built, so any number of threads may share it. ``World`` adds
+``Rules`` adds one grammar's text rules and command templates; ``rules_for`` caches it by the (domain, grammar)
+texts, and it is never changed once built, so any number of threads may share it. ``World`` adds
 one problem's objects, initial facts and goal.
 
 The planner's no-op rule (an effect restating a precondition literal is dropped, an action left with none is
@@ -134,34 +134,32 @@ class CompiledAction:
     droppers: tuple[tuple[tuple[str, ...], ...], ...] = ()
 
 
-def _variable_types(formula: tuple, out: dict[str, str]) -> None:
+def _parts(formula: tuple) -> tuple:
+    """The sub-formulas a formula node holds (none for an atom or an equality)."""
     head = formula[0]
     if head in ("and", "or"):
-        for part in formula[1]:
-            _variable_types(part, out)
-    elif head == "not":
-        _variable_types(formula[1], out)
-    elif head == "imply":
-        _variable_types(formula[1], out)
-        _variable_types(formula[2], out)
-    elif head in ("exists", "forall"):
+        return formula[1]
+    if head == "not":
+        return (formula[1],)
+    if head == "imply":
+        return (formula[1], formula[2])
+    if head in ("exists", "forall"):
+        return (formula[2],)
+    return ()
+
+
+def _variable_types(formula: tuple, out: dict[str, str]) -> None:
+    """Add the quantified variables of ``formula`` (renamed apart) and their types to ``out``."""
+    if formula[0] in ("exists", "forall"):
         out.update(formula[1])
-        _variable_types(formula[2], out)
+    for part in _parts(formula):
+        _variable_types(part, out)
 
 
 def _predicates(formula: tuple) -> set[str]:
-    head = formula[0]
-    if head == "atom":
+    if formula[0] == "atom":
         return {formula[1]}
-    if head == "=":
-        return set()
-    if head in ("and", "or"):
-        return set().union(*(_predicates(p) for p in formula[1]))
-    if head == "not":
-        return _predicates(formula[1])
-    if head == "imply":
-        return _predicates(formula[1]) | _predicates(formula[2])
-    return _predicates(formula[2])
+    return set().union(*(_predicates(part) for part in _parts(formula)))
 
 
 def _reads_only(symbols: tuple, static: frozenset[str]) -> bool:
@@ -276,7 +274,7 @@ class World:
     def members(self) -> dict[str, frozenset[str] | None]:
         """The objects of each type a variable can have (None: any object)."""
         kinds = {kind for a in self.rules.actions for kind in a.variable_types.values()}
-        kinds |= {kind for kind in _goal_types(self.problem.goal)}
+        kinds |= set(self.goal_types.values())
         ancestors: dict[str, set[str]] = {}
         found: dict[str, set[str]] = {kind: set() for kind in kinds}
         for obj, kind in self.object_types.items():
@@ -303,28 +301,7 @@ class World:
         return out
 
 
-def _goal_types(goal: tuple):
-    out: dict[str, str] = {}
-    _variable_types(goal, out)
-    return out.values()
-
-
-class RulesCache:
-    """Parsed rules keyed by their domain and grammar text; safe to share between threads."""
-
-    def __init__(self, size: int = 32) -> None:
-        self._size = size
-        self._items: dict[tuple[str, str], Rules] = {}
-        self._lock = threading.Lock()
-
-    def get(self, domain_text: str, grammar_text: str) -> Rules:
-        key = (domain_text, grammar_text)
-        with self._lock:
-            found = self._items.get(key)
-        if found is not None:
-            return found
-        rules = Rules.build(domain_text, grammar_text)
-        with self._lock:
-            if len(self._items) >= self._size:
-                self._items.pop(next(iter(self._items)))
-            return self._items.setdefault(key, rules)
+@lru_cache(maxsize=32)
+def rules_for(domain_text: str, grammar_text: str) -> Rules:
+    """Parsed rules keyed by their domain and grammar text; lru_cache keeps them safe to share between threads."""
+    return Rules.build(domain_text, grammar_text)

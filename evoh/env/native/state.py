@@ -106,35 +106,34 @@ class State:
 
     def answers(self, query: tuple, mapping: dict[tuple[str, str], str]) -> list[dict[tuple[str, str], str]]:
         """Every way to bind the query's placeholders, extending ``mapping`` ((name, type) -> object)."""
-        mapping = dict(mapping)
-        used = set(mapping.values())
-        out: list[dict[tuple[str, str], str]] = []
-        self._match(query, 0, mapping, used, out)
-        return out
+        return list(self._answers(query, mapping))
 
     def any_answer(self, query: tuple, mapping: dict[tuple[str, str], str]) -> bool:
-        return bool(self.answers(query, mapping))
+        return next(self._answers(query, mapping), None) is not None
 
-    def _match(self, query, depth, mapping, used, out) -> None:
+    def _answers(self, query: tuple, mapping: dict[tuple[str, str], str]):
+        mapping = dict(mapping)
+        return self._match(query, 0, mapping, set(mapping.values()))
+
+    def _match(self, query, depth, mapping, used):
         if depth == len(query):
-            out.append(dict(mapping))
+            yield dict(mapping)
             return
         pred, params = query[depth]
         signatures = self.types.signatures(tuple(kind for _, kind in params))
         for args in self._in_order(pred, params, signatures, mapping):
-            if True:
-                bound = []
-                for placeholder, obj in zip(params, args):
-                    existing = mapping.get(placeholder)
-                    if existing is None:
-                        if obj in used:
-                            break
-                        mapping[placeholder] = obj
-                        used.add(obj)
-                        bound.append(placeholder)
-                    elif existing != obj:
+            bound = []
+            for placeholder, obj in zip(params, args):
+                existing = mapping.get(placeholder)
+                if existing is None:
+                    if obj in used:
                         break
-                else:
-                    self._match(query, depth + 1, mapping, used, out)
-                for placeholder in bound:
-                    used.discard(mapping.pop(placeholder))
+                    mapping[placeholder] = obj
+                    used.add(obj)
+                    bound.append(placeholder)
+                elif existing != obj:
+                    break
+            else:
+                yield from self._match(query, depth + 1, mapping, used)
+            for placeholder in bound:
+                used.discard(mapping.pop(placeholder))
