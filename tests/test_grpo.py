@@ -191,6 +191,8 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
     (copy / "grpo" / "stage.json").unlink()
     again = _grpo(copy, 2)
     assert again.exit_code == 2 and "--resume" in again.stderr  # never silently restarts over checkpoints
+    other_lr = _grpo(copy, 2, "--resume", "--set", "grpo.lr=0.5")
+    assert other_lr.exit_code == 2 and "other settings (grpo.lr)" in other_lr.stderr  # never mixes two runs
     resumed = _grpo(copy, 2, "--resume")
     assert resumed.exit_code == 0, resumed.stderr
     redone = [json.loads(line) for line in (copy / "grpo" / "metrics.jsonl").read_text().splitlines()]

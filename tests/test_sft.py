@@ -79,6 +79,9 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     other_kind = _sft(refined, tiny_model, 5, "--resume", "--full")
     assert other_kind.exit_code == 2 and "written by a LoRA adapter" in other_kind.stderr
     assert (sft / "stage.json").exists()
+    other_lr = _sft(refined, tiny_model, 5, "--resume", "--set", "sft.lr=0.5")
+    assert other_lr.exit_code == 2 and "other settings (sft.lr)" in other_lr.stderr  # would mix two runs in one adapter
+    assert (sft / "stage.json").exists()
     resumed = _sft(refined, tiny_model, 5, "--resume")
     assert resumed.exit_code == 0, resumed.stderr
     assert json.loads(resumed.stdout)["global_step"] == 5

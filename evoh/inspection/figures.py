@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from evoh.harness.turns import META_VERBS
+from evoh.runs.key import run_settings
 
 Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval
 
@@ -106,9 +107,7 @@ def grpo_recipe(workspace_root: Path) -> str:
 def eval_recipe(summary: dict[str, Any], run_folder: Path | None) -> str:
     """An eval run's recipe in a line: world, split, harness mode, horizon and decoding."""
     protocol = summary.get("protocol") or {}
-    kind = None
-    if run_folder is not None and (run_folder / "run.json").is_file():
-        kind = (orjson.loads((run_folder / "run.json").read_bytes()).get("env") or {}).get("kind")
+    kind = (run_settings(run_folder).get("env") or {}).get("kind") if run_folder is not None else None
     policy = summary.get("policy") or {}
     sampling = policy.get("sampling") or {}
     decoding = "" if not sampling else "greedy" if sampling.get("temperature") == 0 else f"T={sampling.get('temperature'):g}"

@@ -32,6 +32,7 @@ from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.policy.base import Policy
 from evoh.rollout import rollout
+from evoh.runs.key import check_same_run, run_key
 from evoh.runs.summary import latest, summarize
 from evoh.workspace import (
     RECIPE_FILE,
@@ -195,28 +196,6 @@ def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), max(1, size))]
 
 
-def check_same_run(directory: Path, run_key: dict[str, Any]) -> None:
-    """A stage directory resumes only the run that made it: other settings would mix two experiments."""
-    path = directory / "run.json"
-    current = orjson.loads(orjson.dumps(run_key))
-    if path.exists():
-        previous = orjson.loads(path.read_bytes())
-        if previous != current:
-            changed = sorted(
-                f"{section}.{k}"
-                for section, values in current.items()
-                if isinstance(values, dict)
-                for k in values
-                if previous.get(section, {}).get(k) != values[k]
-            ) or sorted(k for k in current if previous.get(k) != current[k])
-            raise EvohError(
-                f"{directory} holds a run made with other settings ({', '.join(changed)})",
-                hint=f"use a new workspace (-w) or another --name, or delete {directory} to start over",
-            )
-    else:
-        atomic_write_json(path, current)
-
-
 def _load_state(directory: Path, start_bank: Path | None) -> tuple[Bank, int]:
     state = directory / "bank.json"
     if state.exists():
@@ -252,7 +231,7 @@ def run_split(
     tasks = chosen.tasks
     settings = episode_settings(recipe)
     policy = policy or build_policy(play.policy, recipe, play.seed)
-    run_key = {
+    settings_key = {
         **play_settings(recipe),
         "play": {
             **{k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
@@ -263,7 +242,8 @@ def run_split(
     bank_path = resolve_bank(play.bank, workspace, stage.partition("/")[0])
     started = time.time()
     with workspace.writing(stage, unfinish=False) as directory:
-        check_same_run(directory, run_key)
+        hint = f"use a new workspace (-w) or another --name, or delete {directory} to start over"
+        check_same_run(directory, run_key(stage, settings_key, inputs={}), hint)
         # the records to resume are input: a damaged one is refused before a finished stage is touched
         read_jsonl(directory / records_file, warn_torn=False)  # opening them drops a torn line, and says so
         _load_state(directory, bank_path)

@@ -45,6 +45,7 @@ from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.models.hub import model_directory
 from evoh.runs.episodes import bank_input, episode_settings, model_settings, play_settings, resolve_bank
+from evoh.runs.key import check_same_run, file_key, record_run, run_key, weights_key
 from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
@@ -68,6 +69,17 @@ class Inputs:
     bank: Path | None  # the Experience the rollouts start from; None: an empty bank
     anchor: Path | None  # refine's training examples, with grpo.sft_weight
     heldout: Path | None  # refine's held-out examples, the drift's, where validation runs and the workspace has them
+
+
+def run_inputs(read: Inputs) -> dict[str, Any]:
+    """What the inputs hold, for the run's key: a run resumes only on the weights, bank and examples it began with."""
+    return {
+        "base_model": weights_key(read.base),
+        "start_adapter": weights_key(read.adapter),
+        "start_bank": file_key(read.bank),
+        "anchor": file_key(read.anchor),
+        "heldout": file_key(read.heldout),
+    }
 
 
 def read_inputs(recipe: Recipe, workspace: Workspace) -> Inputs:
@@ -101,13 +113,19 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     val_tasks = load_games(recipe.env, g.val_split, g.val_limit or None, spread=True) if g.val_every else []
     train_settings, val_settings = rollout_settings(recipe), episode_settings(recipe)  # validation plays as `evoh eval` does
     directory = workspace.path(STAGE)
-    if main and latest_checkpoint(directory) is not None and not resume:
+    resuming = latest_checkpoint(directory) is not None
+    if main and resuming and not resume:
         raise EvohError(
             f"{directory / 'checkpoints'} holds checkpoints of an earlier run",
             hint="pass --resume to continue it, or delete the grpo/ folder",
         )
+    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE)
+    if main and resuming:
+        check_same_run(directory, key, "resume with the settings it was made with, or delete the grpo/ folder to start over")
     started = time.time()
     with workspace.writing(STAGE) if main else contextlib.nullcontext(directory):
+        if main and not resuming:
+            record_run(directory, key)
         torch.manual_seed(g.seed + accelerator.process_index)
         random.seed(g.seed + accelerator.process_index)
         tokenizer, state = load_training(

@@ -24,6 +24,7 @@ from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.models.hub import model_directory, names_hub_model
+from evoh.runs.key import key_id, run_key
 from evoh.runs.summary import errored_run
 from evoh.tracking import check_trackers
 from evoh.workspace import MANIFEST, Workspace, atomic_write_json, file_sha256, fingerprint, weights_identity
@@ -118,12 +119,8 @@ class Pipeline:
         A stage that ``plays`` episodes and ends with some in errors is not recorded as finished: the pipeline stops
         there (exit 1), and the next run resumes it, retrying them, before anything is built on its output."""
         inputs_keys = [self._input_key(i) for i in inputs]
-        key = fingerprint({"stage": stage.split("/")[0], "settings": settings, "inputs": inputs_keys})
-        fixed = copy.deepcopy(settings)
-        for path in extendable:
-            *section, name = path.split(".")
-            (fixed.get(section[0], {}) if section else fixed).pop(name, None)
-        identity = fingerprint({"stage": stage.split("/")[0], "settings": fixed, "inputs": inputs_keys})
+        key = key_id(run_key(stage, settings, inputs_keys))  # this exact run: finished, it is skipped
+        identity = key_id(run_key(stage, settings, inputs_keys, extendable))  # the same run, perhaps made longer
         self.keys[stage] = key
         skip = self._finished_with(stage, key)
         if self.hooks.on_stage:

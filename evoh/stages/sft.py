@@ -31,6 +31,7 @@ from evoh.errors import EvohError
 from evoh.memory import release_freed_memory
 from evoh.models.hub import model_directory
 from evoh.policy.local import training_precision
+from evoh.runs.key import check_same_run, file_key, record_run, run_key, weights_key
 from evoh.tracking import PROJECT, check_trackers, close_trackio, run_name
 from evoh.workspace import TRAINED_WEIGHTS, Workspace, file_sha256, weights_identity
 
@@ -227,10 +228,16 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             hint="pass --resume to continue it, or delete the sft/ folder to start over",
         )
     checkpoint = resumable_checkpoint(checkpoints) if resume else None
+    read = {"examples": {name: file_key(Path(path)) for name, path in files.items()}, "base_model": weights_key(model_dir)}
+    key = run_key(STAGE, settings(recipe, workspace), read, EXTENDABLE)
     if checkpoint is not None:
         check_same_method(checkpoint, c.full)
+        hint = "resume with the settings it was made with, or delete the sft/ folder to start over"
+        check_same_run(workspace.path(STAGE), key, hint)
     with lock as directory:
         directory = Path(directory)
+        if checkpoint is None and rank() == 0:
+            record_run(directory, key)
         model, tokenizer = _base_model(c, model_dir, bf16, cuda)
         args = _training_args(c, workspace, checkpoints, accumulation, cuda, bf16, evaluate="val" in files)
         metrics_file = directory / "metrics.jsonl"
