@@ -39,6 +39,14 @@ def minihouse_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture
+def stand_in_vllm(monkeypatch: pytest.MonkeyPatch):
+    """A ``vllm`` module whose engine records what it is asked (tests/vllm_stand_in.py), on a machine where it can serve."""
+    from tests.vllm_stand_in import install
+
+    return install(monkeypatch)
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

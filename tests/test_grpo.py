@@ -415,11 +415,6 @@ def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
     from evoh.errors import EvohError
     from evoh.policy.vllm_engine import choose_generator
 
-    # GRPO scores guided samples over what guidance allowed, which vLLM does not return: its guided rollouts stay on transformers
-    assert choose_generator("auto", None, guided=True) == "transformers"
-    with pytest.raises(EvohError) as refused:
-        choose_generator("vllm", None, guided=True)
-    assert "model.guided = false" in refused.value.hint
     if importlib.util.find_spec("vllm") and torch.cuda.is_available():
         pytest.skip("vLLM can serve here")
     assert choose_generator("auto", None) == "transformers"
@@ -427,6 +422,9 @@ def test_rollouts_use_vllm_only_where_it_can_serve_them(tmp_path: Path):
     with pytest.raises(EvohError) as refused:
         choose_generator("vllm", None)
     assert "grpo.generator = auto" in refused.value.hint
+    with pytest.raises(EvohError) as refused:  # guided rollouts are refused for the same reason, no other
+        choose_generator("vllm", None, guided=True)
+    assert "vllm package is not installed" in str(refused.value) or "CUDA" in str(refused.value)
 
 
 def test_two_gloo_processes_share_an_update(trained: Path, minihouse_model: Path, tmp_path: Path):
@@ -541,3 +539,35 @@ def test_a_frozen_bank_ends_the_run_as_it_started(trained: Path, tmp_path: Path)
         run = _grpo(copy, 1, "--set", f"grpo.freeze_bank={str(frozen).lower()}", "--set", "grpo.val_every=0")
         assert run.exit_code == 0, run.stderr
         assert (entries(copy / "grpo" / "bank.json") == start) == frozen  # unfrozen, the rollouts' lessons enter it
+
+
+def test_guided_rollouts_through_vllm_are_scored_over_the_masks_their_grammar_applied(
+    stand_in_vllm, trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from evoh.grpo import objective
+    from evoh.policy.turn_grammar import GrammarMasks
+
+    scored = []  # each micro-batch's restriction: which positions were narrowed, by the rebuilt masks
+    restrict = objective.guided_restriction
+
+    def watched(batch, vocabulary, device="cpu"):
+        restriction = restrict(batch, vocabulary, device)
+        scored.append((vocabulary, restriction, sum(len(s.completion) for s in batch)))
+        return restriction
+
+    monkeypatch.setattr("evoh.grpo.optimise.guided_restriction", watched)
+    ws = tmp_path / "ws"
+    shutil.copytree(trained, ws)
+    shutil.rmtree(ws / "grpo", ignore_errors=True)
+    result = _grpo(ws, 1, "--set", "grpo.generator=vllm", "--set", "model.guided=true")
+    assert result.exit_code == 0, result.stderr
+    assert scored and all(isinstance(vocabulary, GrammarMasks) for vocabulary, _, _ in scored)
+    for _, (rows, _, allowed), tokens in scored:  # every sampled token was scored over its mask, no token over none
+        assert len(rows) == tokens and 0 < allowed.sum(1).min() and allowed.sum(1).max() < allowed.shape[1]
+    rollouts = [c for c in stand_in_vllm.calls if c["params"][0]["temperature"] > 0]
+    assert rollouts and all("grammar" in p["structured_outputs"]["structured"] for c in rollouts for p in c["params"])
+    (metrics,) = [json.loads(line) for line in (ws / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["samples"] > 0 and metrics["invalid_rate"] == 0.0
+    assert all(isinstance(metrics[k], float) and metrics[k] == metrics[k] for k in ("loss", "entropy", "ratio"))
+    stage = json.loads((ws / "grpo" / "stage.json").read_text())
+    assert stage["generator"] == "vllm" and stage["guided"] is True

@@ -231,3 +231,51 @@ def test_xgrammar_guides_generate_like_the_hand_written_decoder(minihouse_model:
     for text in finished:
         turn = parse_turn(text, commands)
         assert turn.kind != "malformed" and (turn.kind == "meta" or turn.valid), text
+
+
+def test_masks_rebuilt_from_the_tokens_are_the_masks_generation_applied(minihouse_model: Path):
+    """vLLM returns no mask: GRPO rebuilds each one from the sampled tokens. They must be the very masks xgrammar
+    applied while sampling, each sampled token allowed by its own, and score a sample at a finite log-prob."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from evoh.config import ModelConfig
+    from evoh.grpo.objective import Sample, forward_logprobs, guided_restriction
+    from evoh.policy.local import LocalPolicy, completion_length
+    from evoh.policy.turn_grammar import GrammarMasks, TurnCompiler, XGrammarActions
+
+    class Recorded(XGrammarActions):
+        def __call__(self, input_ids, scores):
+            scores = super().__call__(input_ids, scores)
+            self.applied.append(self.bitmask.clone())
+            return scores
+
+    policy = LocalPolicy(ModelConfig(model=str(minihouse_model), temperature=1.0), seed=3)
+    grammars = [ActionGrammar(("go to desk 1", "look"), ("recall",)), ActionGrammar(("open drawer 2",), ())] * 2
+    prompts = policy.tokenizer(["<|im_start|>user\nObjective: look.<|im_end|>\n<|im_start|>assistant\n"] * 4, return_tensors="pt")
+    width = prompts.input_ids.shape[1]
+    compiler = TurnCompiler(policy.tokenizer, policy.model.get_output_embeddings().weight.shape[0], policy.stop_ids)
+    guide = Recorded(compiler, grammars, width)
+    guide.applied = []
+    output = policy.model.generate(
+        **prompts, max_new_tokens=60, do_sample=True, stop_strings=["</action>"], tokenizer=policy.tokenizer,
+        pad_token_id=policy.tokenizer.pad_token_id, logits_processor=LogitsProcessorList([guide]),
+    )  # fmt: skip
+    masks = GrammarMasks(compiler)
+    samples = []
+    for row, grammar in enumerate(grammars):
+        produced = output[row, width:].tolist()
+        produced = produced[: completion_length(produced, policy.stop_ids, policy.tokenizer.pad_token_id)]
+        choices = masks.replay(grammar, produced)
+        assert list(choices) == list(range(len(produced)))  # every token of the response was guided
+        allowed = masks.allowed_matrix([choices[at] for at in range(len(produced))])
+        for at, token in enumerate(produced):
+            assert torch.equal(masks.rows[choices[at]], guide.applied[at][row])  # the mask generation applied
+            assert allowed[at, token]  # and it let the sampled token through
+        samples.append(Sample(prompts.input_ids[row].tolist(), produced, 1.0, choices))
+    assert len(masks.rows) < sum(len(s.completion) for s in samples)  # masks shared across positions are kept once
+    restriction = guided_restriction(samples, masks)
+    logp, _, scored = forward_logprobs(policy.model, samples, policy.tokenizer.pad_token_id, 1.0, "cpu", restriction)
+    assert scored.bool().sum() == sum(len(s.completion) for s in samples) and torch.isfinite(logp[scored.bool()]).all()
+    masks.clear()
+    assert masks.rows == []

@@ -4,57 +4,10 @@ the chat prompts, the sampling) and the episodes that come back; and the refusal
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
-import pytest
-
 from tests.cli_runner import evoh
-
-REPLY = "<think>\nlook around first.\n</think>\n<action>look</action>"
-
-
-class StandInEngine:
-    """What evoh asks of ``vllm.LLM``: built once with its settings, then ``generate`` calls, recorded."""
-
-    built: list[dict] = []
-    calls: list[dict] = []
-
-    def __init__(self, **settings):
-        StandInEngine.built.append(settings)
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(settings["tokenizer"])
-
-    def generate(self, prompts, params, lora_request=None, use_tqdm=True):
-        StandInEngine.calls.append({"prompts": prompts, "params": params, "lora": lora_request})
-        reply = self.tokenizer(REPLY, add_special_tokens=False).input_ids
-        return [
-            types.SimpleNamespace(
-                prompt_token_ids=self.tokenizer(p, add_special_tokens=False).input_ids,
-                outputs=[types.SimpleNamespace(text=REPLY, token_ids=reply)],
-            )
-            for p in prompts
-        ]
-
-
-@pytest.fixture
-def stand_in_vllm(monkeypatch: pytest.MonkeyPatch):
-    """A ``vllm`` module whose engine records what it is asked, and a machine where it can serve."""
-    vllm = types.ModuleType("vllm")
-    vllm.LLM = StandInEngine
-    vllm.SamplingParams = lambda **params: params
-    lora = types.ModuleType("vllm.lora.request")
-    lora.LoRARequest = lambda name, version, path: {"name": name, "id": version, "path": path}
-    sampling = types.ModuleType("vllm.sampling_params")
-    sampling.StructuredOutputsParams = lambda **params: {"structured": params}
-    modules = {"vllm": vllm, "vllm.lora": types.ModuleType("vllm.lora"), "vllm.lora.request": lora}
-    for name, module in {**modules, "vllm.sampling_params": sampling}.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.setattr("evoh.policy.vllm_engine.can_serve", lambda adapter, guided=False: (True, ""))
-    StandInEngine.built, StandInEngine.calls = [], []
-    return StandInEngine
+from tests.vllm_stand_in import REPLY
 
 
 def test_eval_through_vllm_builds_the_engine_the_lora_and_the_prompts(stand_in_vllm, minihouse_model: Path, tmp_path: Path):

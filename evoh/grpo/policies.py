@@ -82,6 +82,8 @@ class Generators:
 
     def sync(self) -> None:
         if self._vllm is not None:
+            if self.vocabulary is not None:  # the last update's samples are scored: their masks can go
+                self.vocabulary.clear()
             save_adapter(self._unwrapped, self._adapter)
             self._version += 1
             self._vllm.use_adapter(self._adapter, self._version)

@@ -25,17 +25,20 @@ where xgrammar reads bytes, is stricter by construction:
 - a token that is not whole characters (a byte piece of a UTF-8 character, decoded as U+FFFD) or decodes to nothing
   is never allowed there; xgrammar lets a byte piece through wherever the character it begins may come.
 
-That, and GRPO scoring a guided sample over what guidance allowed at each token (which the hand-written decoder
-records compactly, a named mask and a few ids per token), keeps ``--policy local`` on the hand-written decoder;
-vLLM, which cannot run it, decodes under this grammar.
+That keeps ``--policy local`` on the hand-written decoder, which also records what it allowed compactly (a named
+mask and a few ids per token). vLLM, which cannot run it, decodes under this grammar; for GRPO the masks it
+applied are rebuilt from the sampled tokens (:class:`GrammarMasks`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from evoh.policy.guided import ARG_CLOSE, OPEN, THINK_TAGS, ActionGrammar
+
+log = logging.getLogger(__name__)
 
 # the characters str.strip() removes, less the newline and carriage return an argument may not hold anyway
 _BLANK = "".join(chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) not in "\n\r")
@@ -130,6 +133,55 @@ class XGrammarActions:
                 matcher.fill_next_token_bitmask(self.bitmask, row)
         xgr.apply_token_bitmask_inplace(scores, self.bitmask.to(scores.device))
         return scores
+
+
+class GrammarMasks:
+    """The masks the turn grammar applied at each token of a response, rebuilt from the tokens afterwards: vLLM
+    samples under xgrammar but returns no mask, and GRPO scores a guided token over what was allowed there.
+    Each distinct mask is kept once (a Qwen-sized one is 19 kB, and an update's thoughts share a handful), and
+    ``allowed_matrix`` answers as :class:`evoh.policy.guided.Vocabulary` does, so training scores either the same way."""
+
+    def __init__(self, compiler: TurnCompiler) -> None:
+        self.compiler = compiler
+        self.rows: list[Any] = []
+        self._index: dict[bytes, int] = {}
+
+    def replay(self, grammar: ActionGrammar, produced: Sequence[int]) -> dict[int, int]:
+        """Response position -> the mask in force there. A token the grammar refuses (a tokenizer other than
+        the sampler's) ends the record there: the rest of the response is scored unrestricted, never at -inf."""
+        import xgrammar as xgr
+
+        matcher = self.compiler.matcher(grammar)
+        bitmask = xgr.allocate_token_bitmask(1, self.compiler.info.vocab_size)
+        choices: dict[int, int] = {}
+        for at, token in enumerate(produced):
+            if matcher.is_terminated():
+                break
+            matcher.fill_next_token_bitmask(bitmask, 0)
+            if not matcher.accept_token(token):
+                log.warning("a guided response holds token %d that its grammar refuses at position %d", token, at)
+                break
+            choices[at] = self._keep(bitmask[0])
+        return choices
+
+    def _keep(self, row) -> int:
+        key = row.numpy().tobytes()
+        if key not in self._index:
+            self._index[key] = len(self.rows)
+            self.rows.append(row.clone())
+        return self._index[key]
+
+    def allowed_matrix(self, positions: Sequence[int]):
+        """One boolean row per position over the vocabulary (bit ``i % 32`` of word ``i // 32`` is token ``i``)."""
+        import torch
+
+        words = torch.stack([self.rows[p] for p in positions])
+        bits = (words.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
+        return bits.reshape(len(positions), -1).bool()
+
+    def clear(self) -> None:
+        """Forget the masks: an update's samples are scored before the next update's rollouts begin."""
+        self.rows, self._index = [], {}
 
 
 def structured_outputs(grammar: ActionGrammar) -> dict[str, Any]:

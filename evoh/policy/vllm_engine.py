@@ -3,14 +3,17 @@
 The base model is loaded into vLLM once. For GRPO, before each update's rollouts the trainer saves its adapter
 and hands it over as a LoRA request under a new id, so vLLM never serves a stale copy; only token ids come
 back, and the trainer recomputes every log-prob with its own forward pass, so the loss never mixes two engines'
-numerics. ``--policy vllm`` serves a model directory or Hub id, with ``model.adapter`` as a LoRA request; with
-``model.guided`` each turn's grammar (:mod:`evoh.policy.turn_grammar`) goes to vLLM as a structured-outputs grammar.
+numerics. Under ``model.guided`` each turn's grammar (:mod:`evoh.policy.turn_grammar`) goes to vLLM as a
+structured-outputs grammar, and for GRPO the masks it applied are rebuilt from the sampled ids, so a guided
+token is scored over what was allowed there, as under transformers. ``--policy vllm`` serves a model directory
+or Hub id, with ``model.adapter`` as a LoRA request.
 Requires the ``vllm`` package and CUDA; adapters that train the embeddings in full (``modules_to_save``)
 cannot be served as LoRA and stay on transformers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 from pathlib import Path
@@ -25,7 +28,7 @@ from evoh.models.hub import model_directory
 from evoh.policy.base import Completion
 from evoh.policy.guided import ActionGrammar
 from evoh.policy.local import STOP, chat_prompt
-from evoh.policy.turn_grammar import structured_outputs
+from evoh.policy.turn_grammar import GrammarMasks, TurnCompiler, structured_outputs
 from evoh.workspace import fingerprint, weights_identity
 
 log = logging.getLogger(__name__)
@@ -35,8 +38,8 @@ def can_serve(adapter: Path | None, guided: bool = False) -> tuple[bool, str]:
     """Whether vLLM can generate for this run here, and if not, why."""
     import torch
 
-    if guided:  # vLLM would decode under the grammar, but GRPO scores a guided token over what guidance allowed there
-        return False, "GRPO's guided rollouts record what guidance allowed at each token, which vLLM does not return"
+    if guided and importlib.util.find_spec("xgrammar") is None:  # to rebuild the masks vLLM applied, for GRPO
+        return False, "guided rollouts need xgrammar (pip install 'evoh[grammar]')"
     if importlib.util.find_spec("vllm") is None:
         return False, "the vllm package is not installed"
     if not torch.cuda.is_available():
@@ -51,7 +54,7 @@ def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) ->
     """``auto`` takes vLLM where it can serve the run, else transformers; an explicit ``vllm`` must be possible."""
     ok, why = can_serve(adapter, guided)
     if wanted == "vllm" and not ok:
-        fix = "set model.guided = false to generate with vLLM" if guided else "install vllm on a CUDA node"
+        fix = "install evoh[grammar]" if "xgrammar" in why else "install vllm on a CUDA node"
         raise EvohError(f"grpo.generator = vllm, but {why}", hint=f"{fix}, or set grpo.generator = auto")
     if wanted == "auto" and not ok:
         log.info("rollouts through transformers: %s", why)
@@ -102,7 +105,22 @@ class VllmPolicy:
         )
         self.lora = None
         self.adapter: Path | None = None
+        self._masks: GrammarMasks | None = None
         self._hashed: tuple[Any, dict[str, str | None]] | None = None  # (the LoRA request hashed, its hashes)
+
+    @property
+    def vocabulary(self) -> GrammarMasks:
+        """What guidance allowed at each kept token, rebuilt from the tokens: GRPO scores its guided samples with it."""
+        if self._masks is None:
+            from transformers import AutoConfig, GenerationConfig
+
+            stop = {self.tokenizer.eos_token_id}
+            with contextlib.suppress(OSError):  # a model without a generation config stops at the tokenizer's end
+                eos = GenerationConfig.from_pretrained(self.base).eos_token_id
+                stop |= set(eos if isinstance(eos, list) else [eos])
+            size = AutoConfig.from_pretrained(self.base).vocab_size
+            self._masks = GrammarMasks(TurnCompiler(self.tokenizer, size, sorted(t for t in stop if t is not None)))
+        return self._masks
 
     def use_adapter(self, path: Path, version: int) -> None:
         from vllm.lora.request import LoRARequest
@@ -167,7 +185,11 @@ class VllmPolicy:
         for view, out in zip(views, outputs, strict=True):
             produced = list(out.outputs[0].token_ids)
             kept = (self.keep_tokens and temperature is None) if keep is None else keep
-            tokens = TurnTokens(list(out.prompt_token_ids), produced) if kept else None
+            tokens = None
+            if kept:
+                grammar = ActionGrammar(view.admissible, view.meta_allowed) if c.guided else None
+                choices = self.vocabulary.replay(grammar, produced) if grammar else {}
+                tokens = TurnTokens(list(out.prompt_token_ids), produced, choices)
             completions.append(
                 Completion(
                     out.outputs[0].text, prompt_tokens=len(out.prompt_token_ids), completion_tokens=len(produced), tokens=tokens
