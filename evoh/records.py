@@ -7,7 +7,8 @@ that lacks a field its readers use, or holds one of the wrong type.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
 
 from evoh.errors import EvohError
 
@@ -124,6 +125,152 @@ def validate_example(record: Any, source: str, hint: str) -> dict[str, Any]:
     except ValueError as exc:
         raise EvohError(f"{source}: {exc}", hint=hint) from None
     return record
+
+
+# -- the typed episode record -------------------------------------------------------------------------
+
+_R = TypeVar("_R", bound="_Keyed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Keyed:
+    """A JSON object as typed fields plus ``extra``, the keys this evoh has no field for (what a newer writer
+    or a caller's ``record(extra)`` added), so that nothing read is lost when it is written again. ``keys`` is
+    the order the object was read in: ``to_dict`` writes that order back, so a record read and written again
+    is the same bytes. A record built here has none and follows the fields' order, then ``extra``'s."""
+
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    keys: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    _OMITTED_IF_NONE: ClassVar[frozenset[str]] = frozenset()  # fields a writer leaves out rather than writes null
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in ("extra", "keys"))
+
+    @classmethod
+    def _split(cls: type[_R], data: dict[str, Any], **typed: Any) -> _R:
+        """The instance of ``data``, its known keys as fields (``typed`` overriding those that nest), the rest
+        kept in ``extra``."""
+        names = cls._names()
+        known = {k: v for k, v in data.items() if k in names}
+        extra = {k: v for k, v in data.items() if k not in names}
+        return cls(**{**known, **typed}, extra=extra, keys=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object (nested dicts and lists are shared with this record, not copied)."""
+        values = {name: _plain(getattr(self, name)) for name in self._names()}
+        if not self.keys:
+            values = {k: v for k, v in values.items() if v is not None or k not in self._OMITTED_IF_NONE}
+            return {**values, **self.extra}
+        out = {key: values[key] if key in values else self.extra[key] for key in self.keys if key in values or key in self.extra}
+        out.update({k: v for k, v in values.items() if k not in out and v is not None})  # set since it was read
+        out.update({k: v for k, v in self.extra.items() if k not in out})
+        return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _Keyed):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRef(_Keyed):
+    """The game an episode played, as the record names it (the environment layer's Task, as data)."""
+
+    id: str
+    split: str | None = None
+    task_type: str
+    game_file: str | None = None
+    grammar: str
+    kind: str | None = None  # absent from records written before MiniHouse
+
+    _OMITTED_IF_NONE = frozenset({"kind"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskRef:
+        return cls._split(data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnRecord(_Keyed):
+    """One turn of an episode's trace: the prompt, the response, what it did and what came back."""
+
+    user: str
+    response: str
+    action: str
+    kind: str  # env, meta or malformed
+    verb: str | None = None
+    valid: bool
+    executed: bool
+    outcome: str
+    result: str
+    reason: str | None = None
+    label: str | None = None  # another policy's answer to the same prompt, where one labelled the turn
+
+    _OMITTED_IF_NONE = frozenset({"label"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TurnRecord:
+        return cls._split(data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeRecord(_Keyed):
+    """One line of trajectories.jsonl or episodes.jsonl, typed. The fields follow the writer's order; those
+    records of earlier evoh versions lack are None. Nested state (goal, belief, plan) stays plain JSON."""
+
+    schema: str = f"episode/{SCHEMAS['episode']}"
+    task: TaskRef
+    objective: str
+    goal: dict[str, Any] | None = None
+    protocol: dict[str, Any] | None = None
+    bank: str | None = None  # the digest of the Experience bank it played with
+    won: bool
+    error: str | None = None
+    turns: int
+    env_steps: int
+    spent: int | None = None
+    invalid_actions: int
+    meta: dict[str, dict[str, int]]  # verb -> attempted / executed / failed
+    meta_actions: int
+    idle_meta: dict[str, int] | None = None
+    repeats: int | None = None
+    max_repeat: int | None = None
+    revisits: int | None = None
+    notes: list[str] | None = None
+    recalled: list[str] | None = None
+    found_at: dict[str, list[str]] | None = None
+    state_done: bool | None = None
+    procedure: str | None = None
+    belief: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    system: str
+    trace: tuple[TurnRecord, ...]
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "the episode record") -> EpisodeRecord:
+        """The record of ``data``, refused as :func:`check` and :func:`validate` refuse it (``source`` names
+        where it came from in the one-line error)."""
+        validate(check("episode", data, source), source)
+        return cls._split(data, task=TaskRef.from_dict(data["task"]), trace=tuple(TurnRecord.from_dict(t) for t in data["trace"]))
+
+    @property
+    def fingerprint(self) -> str | None:
+        """What a rerun resumes by, where the stage that wrote the record gave one."""
+        return self.extra.get("fingerprint")
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """The policy's token counts, where it reported them."""
+        return self.extra.get("usage") or {}
+
+    @property
+    def labelled(self) -> bool:
+        return any(turn.label is not None for turn in self.trace)
 
 
 def _version() -> str:

@@ -191,6 +191,7 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
     from evoh.harness.experience import Bank
     from evoh.policy.expert import ExpertPolicy
     from evoh.policy.search_prior import SearchPrior
+    from evoh.records import EpisodeRecord
     from evoh.rollout import rollout
     from evoh.stages.refine import refine
 
@@ -220,7 +221,7 @@ def test_a_slipping_expert_recovers_and_refine_trains_only_the_recovery(alfworld
                 assert after["action"] != turn["action"]
         assert all(t["valid"] for t in record["trace"] if t["kind"] != "env")
     assert slips >= 3
-    train, val, report = refine(records, Recipe())
+    train, val, report = refine([EpisodeRecord.from_dict(r) for r in records], Recipe())
     assert report["turns"]["dropped"] == {"invalid action": slips}
     responses = [m["messages"][-1]["content"] for m in train + val]
     assert sum("That command was not admissible" in r for r in responses) == slips

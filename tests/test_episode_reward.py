@@ -13,6 +13,7 @@ from evoh.harness.experience import Bank, Entry
 from evoh.harness.progress import MAX_SUBGOALS
 from evoh.harness.prompts import HarnessModules
 from evoh.harness.reward import REWARD_PARTS, diversity, diversity_weight, reward
+from evoh.records import EpisodeRecord
 
 TASK = Task("valid_seen/x/trial_1", "valid_seen", "pick_and_place_simple", "/nowhere/game.tw-pddl", "2.1.1")
 START = Step(
@@ -229,17 +230,24 @@ def test_an_engine_error_ends_the_episode_with_the_error_recorded():
     assert ep.done and ep.record()["error"] == "engine worker died"
 
 
-def record(**overrides):
+def record(**overrides) -> EpisodeRecord:
     base = {
+        "schema": "episode/1",
+        "task": {"id": "train/g/trial", "task_type": "pick_and_place_simple", "grammar": "2.1.1"},
+        "objective": "put a pen on the shelf",
         "won": True,
         "turns": 20,
+        "env_steps": 20,
         "protocol": {"max_steps": 50},
         "repeats": 0,
         "invalid_actions": 0,
         "meta": {v: {"executed": 0} for v in ("track", "commit", "recall", "note")},
+        "meta_actions": 0,
         "idle_meta": {v: 0 for v in ("track", "commit", "recall", "note")},
+        "system": "",
+        "trace": [],
     }
-    return {**base, **overrides}
+    return EpisodeRecord.from_dict({**base, **overrides})
 
 
 def test_reward_components():
@@ -286,9 +294,9 @@ def test_harness_calls_that_change_nothing_are_counted_and_cost_only_when_weight
         ep.act(f"<action>recall [{query}]</action>")
         shown = [e.id for e in ep.recalled]
         assert ep.act(f"<action>recall [{query}]</action>") is None and [e.id for e in ep.recalled] == shown
-    rec = ep.record()
-    assert rec["idle_meta"] == {"track": 1, "commit": 2, "recall": 2, "note": 1}  # each recall's second call
-    assert rec["meta"]["commit"]["failed"] == 1
+    rec = ep.typed_record()
+    assert rec.idle_meta == {"track": 1, "commit": 2, "recall": 2, "note": 1}  # each recall's second call
+    assert rec.meta["commit"]["failed"] == 1
     assert reward(rec, RewardConfig())["idle_meta"] == 0  # the paper's reward
     charged = reward(rec, RewardConfig(idle_meta=0.25))  # six idle calls
     assert charged["idle_meta"] == pytest.approx(-1.5)

@@ -83,7 +83,7 @@ def _meta_share_over_updates(model: Path, diversity: float, updates: int) -> lis
     with open_pool(recipe.env, 1) as pool:
         for update in range(updates + 1):
             played = play_update(state, policy, pool, rollout_settings(recipe), Bank(), tasks, update)
-            shares.append(sum(r.record["meta_actions"] > 0 for r in played.rollouts) / len(played.rollouts))
+            shares.append(sum(r.record.meta_actions > 0 for r in played.rollouts) / len(played.rollouts))
             if update < updates:
                 assert played.samples and all(s.completion for s in played.samples)
                 optimise(state, played.samples, update)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from evoh.config import load_recipe
+from evoh.records import EpisodeRecord
 from evoh.stages.refine import refine
 from evoh.workspace import read_jsonl
 from tests.cli_runner import evoh
@@ -71,7 +72,7 @@ def test_refine_drops_bad_turns_and_episodes_with_reasons(workspace: Path):
     broken[1]["trace"][0].update(kind="malformed", valid=False, executed=False)
     broken[1]["trace"][1].update(kind="meta", valid=True, executed=False)
     broken[2]["error"] = "policy: retries exhausted"
-    train, val, report = refine(broken, load_recipe(None, ["refine.val_fraction=0"]))
+    train, val, report = refine([EpisodeRecord.from_dict(r) for r in broken], load_recipe(None, ["refine.val_fraction=0"]))
     assert report["episodes"]["dropped"] == {"below min_score": 1, "episode error": 1}
     dropped = report["turns"]["dropped"]
     assert dropped["malformed turn"] == 1 and dropped["failed meta-action"] == 1

@@ -6,12 +6,15 @@ from typing import Any
 
 from evoh.harness.turns import META_VERBS
 from evoh.inspection import report
-from evoh.runs.summary import summarize
+from evoh.records import EpisodeRecord
+from evoh.runs.summary import summarize as runs_summarize
 
 
 def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:
     return {
+        "schema": "episode/1",
         "task": {"id": f"g{turns}", "task_type": "pick_and_place_simple", "grammar": "2.1.1"},
+        "objective": "put a pen on the shelf",
         "won": won,
         "error": None,
         "turns": turns,
@@ -19,8 +22,13 @@ def record(won: bool, meta: dict[str, int], turns: int) -> dict[str, Any]:
         "invalid_actions": 0,
         "meta_actions": sum(meta.values()),
         "meta": {v: {"attempted": n, "executed": n, "failed": 0} for v, n in meta.items()},
+        "system": "",
         "trace": [],
     }
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return runs_summarize([EpisodeRecord.from_dict(r) for r in records])
 
 
 def test_meta_actions_per_won_episode_leave_out_the_lost_ones():

@@ -15,12 +15,13 @@ from evoh import tracking
 from evoh.grpo.state import TrainState
 from evoh.harness.reward import REWARD_PARTS
 from evoh.harness.turns import META_VERBS
+from evoh.records import EpisodeRecord
 from evoh.runs.summary import summarize  # shared with collect and eval; it belongs below the stages
 
 TOKEN_FIGURES = ("loss", "pg_loss", "kl", "kl_capped", "clip_fraction", "entropy", "ratio")  # means over trained tokens
 
 
-def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
+def episode_figures(records: list[EpisodeRecord]) -> dict[str, Any]:
     """Success and harness usage of a set of episodes, as training rollouts and validation both report them."""
     summary = summarize(records)
     return {
@@ -38,7 +39,7 @@ def episode_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]) -> dict[str, Any]:
+def rollout_figures(records: list[EpisodeRecord], rewards: list[dict[str, Any]]) -> dict[str, Any]:
     """The per-update metrics that describe the episodes: success, reward and its parts, harness usage."""
     totals = [r["total"] for r in rewards]
     return {
@@ -47,16 +48,16 @@ def rollout_figures(records: list[dict[str, Any]], rewards: list[dict[str, Any]]
         "reward_std": pstdev(totals) if totals else 0.0,
         "reward": {k: fmean(r[k] for r in rewards) if rewards else 0.0 for k in REWARD_PARTS},
         "lambda_div": rewards[0]["lambda_div"] if rewards else None,
-        "prompt_tokens": sum(r.get("usage", {}).get("prompt_tokens", 0) for r in records),
-        "completion_tokens": sum(r.get("usage", {}).get("completion_tokens", 0) for r in records),
+        "prompt_tokens": sum(r.usage.get("prompt_tokens", 0) for r in records),
+        "completion_tokens": sum(r.usage.get("completion_tokens", 0) for r in records),
     }
 
 
 def update_metrics(
     state: TrainState,
     update: int,
-    records,
-    rewards,
+    records: list[EpisodeRecord],
+    rewards: list[dict[str, Any]],
     trained: tuple[int, int],
     stats: dict[str, float | None],
     seconds: dict[str, float],
@@ -75,7 +76,7 @@ def update_metrics(
 
 
 def episode_line(
-    update: int, key: tuple[str, int], record: dict[str, Any], score: dict[str, Any], greedy: bool = False
+    update: int, key: tuple[str, int], record: EpisodeRecord, score: dict[str, Any], greedy: bool = False
 ) -> dict[str, Any]:
     """One rollout in rollouts.jsonl: which game, whether it was decoded greedily, how it went, what it spent, and
     what the update made of it (its reward, its advantage in its group, whether its turns were trained; absent
@@ -85,13 +86,13 @@ def episode_line(
         "task": key[0],
         "rollout": key[1],
         "greedy": greedy,
-        "won": record["won"],
-        "error": record.get("error"),
-        "turns": record["turns"],
-        "meta": {v: record["meta"][v]["attempted"] for v in META_VERBS},
-        "idle_meta": record["idle_meta"],
-        "invalid_actions": record["invalid_actions"],
-        "bank": record["bank"],  # the digest of the Experience bank it played with: one per update, frozen
+        "won": record.won,
+        "error": record.error,
+        "turns": record.turns,
+        "meta": {v: record.meta[v]["attempted"] for v in META_VERBS},
+        "idle_meta": record.idle_meta,
+        "invalid_actions": record.invalid_actions,
+        "bank": record.bank,  # the digest of the Experience bank it played with: one per update, frozen
         **score,
     }
 

@@ -24,6 +24,7 @@ from evoh.harness.episode import Episode, EpisodeSettings, TurnTokens
 from evoh.harness.experience import Bank, consolidate
 from evoh.harness.reward import reward
 from evoh.memory import release_freed_memory
+from evoh.records import EpisodeRecord
 from evoh.rollout import rollout
 
 
@@ -32,7 +33,7 @@ class Rollout:
     """A finished episode: its key (game, index), its record, and beside it each turn's tokens."""
 
     key: tuple[str, int]
-    record: dict[str, Any]
+    record: EpisodeRecord
     tokens: list[TurnTokens | None]
 
 
@@ -62,16 +63,16 @@ def play_update(state: TrainState, policy, pool, settings: EpisodeSettings, bank
     rollouts: list[Rollout] = []
 
     def finished(episode: Episode, usage: dict[str, int]) -> None:
-        rollouts.append(Rollout(episode.key, episode.record({"usage": usage}), episode.tokens))
+        rollouts.append(Rollout(episode.key, episode.typed_record({"usage": usage}), episode.tokens))
 
     with state.accelerator.autocast():  # generation runs the inner model, which prepare() did not wrap
         rollout(jobs, policy, pool, settings, bank, finished, max_active=max(1, len(jobs)))
     rollouts.sort(key=lambda r: r.key)
-    good = [r for r in rollouts if not r.record.get("error")]  # an engine failure is no evidence about the policy
+    good = [r for r in rollouts if not r.record.error]  # an engine failure is no evidence about the policy
     rewards = [reward(r.record, g.reward, update) for r in good]
     games = [r.key[0] for r in good]
     advantages = group_advantages([x["total"] for x in rewards], games, g.std_normalize)
-    trained = groups_to_train([r.record["won"] for r in good], games, g.train_groups)
+    trained = groups_to_train([r.record.won for r in good], games, g.train_groups)
     selected = rollouts_to_train(advantages, g.train_rollouts)
     kept = [r.key[0] in trained and keep for r, keep in zip(good, selected, strict=True)]
     samples = [
@@ -114,7 +115,7 @@ def run_update(
     release_freed_memory()  # the optimisation's activations, before validation plays on
     records = state.gather([r.record for r in played.rollouts])
     if not g.freeze_bank:
-        bank, _ = consolidate(bank, [r for r in records if not r.get("error")])
+        bank, _ = consolidate(bank, [r.to_dict() for r in records if not r.error])
     metrics = update_metrics(state, update, records, played.rewards, (len(played.samples), played.groups), stats, seconds)
     if g.greedy_rollout:  # the games as evaluation would play them, before this update's step
         metrics["greedy"] = episode_figures(state.gather([r.record for r in played.rollouts if is_greedy_rollout(r.key, g)]))

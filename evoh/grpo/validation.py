@@ -16,6 +16,7 @@ from evoh.grpo.policies import Generators
 from evoh.grpo.state import TrainState, reduce
 from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank
+from evoh.records import EpisodeRecord
 from evoh.rollout import rollout
 
 
@@ -43,12 +44,18 @@ class Validation:
 
 def validate(state: TrainState, policy, pool, tasks: list[Task], settings: EpisodeSettings, bank: Bank) -> dict[str, Any]:
     """Greedy episodes on the validation games under the evaluation protocol, with the bank frozen."""
-    played: list[dict[str, Any]] = []
+    played: list[EpisodeRecord] = []
     mine = tasks[state.accelerator.process_index :: state.accelerator.num_processes]
     with state.accelerator.autocast():
         jobs = [(t.id, t) for t in mine]
         rollout(
-            jobs, policy, pool, settings, bank, lambda e, u: played.append(e.record({"usage": u})), max_active=max(1, len(mine))
+            jobs,
+            policy,
+            pool,
+            settings,
+            bank,
+            lambda e, u: played.append(e.typed_record({"usage": u})),
+            max_active=max(1, len(mine)),
         )
     return episode_figures(state.gather(played))
 

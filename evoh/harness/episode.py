@@ -33,7 +33,7 @@ from evoh.harness.prompts import (
     verb_module,
 )
 from evoh.harness.turns import META_VERBS, PARSER_VERSION, Turn, parse_turn
-from evoh.records import SCHEMAS
+from evoh.records import SCHEMAS, EpisodeRecord, TaskRef, TurnRecord
 
 RECORD_SCHEMA = f"episode/{SCHEMAS['episode']}"
 
@@ -451,36 +451,40 @@ class Episode:
 
     def record(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The episode as written to JSONL (DESIGN.md: trace, counts per verb, steps, turns, final state)."""
+        return self.typed_record(extra).to_dict()
+
+    def typed_record(self, extra: dict[str, Any] | None = None) -> EpisodeRecord:
+        """The episode's record; ``extra`` (a fingerprint, the policy, its usage) is written after its fields."""
         state_done = bool(
             self.goal and self.goal.state and any(self.goal.state in o.states for o in self.belief.objects_of(self.goal.object))
         )
-        return {
-            "schema": RECORD_SCHEMA,
-            "task": self.task.to_dict(),
-            "objective": self.objective,
-            "goal": self.goal.to_dict() if self.goal else None,
-            "protocol": self.settings.protocol(),
-            "bank": self.bank.digest(),
-            "won": self.won,
-            "error": self.error,
-            "turns": self.turns,
-            "env_steps": self.env_steps,
-            "spent": self.spent,
-            "invalid_actions": self.invalid_actions,
-            "meta": self.meta_counts(),
-            "meta_actions": sum(c["attempted"] for c in self.meta.values()),
-            "idle_meta": {verb: self.idle_meta[verb] for verb in META_VERBS},
-            "repeats": self.repeats(),
-            "max_repeat": self.max_repeat(),
-            "revisits": self.revisits(),
-            "notes": self.notes,
-            "recalled": self.recalled_ids,
-            "found_at": self.found_at(),
-            "state_done": state_done,
-            "procedure": self.procedure(),
-            "belief": self.belief.to_dict(),
-            "plan": self.progress.to_dict(),
-            "system": self.system,
-            "trace": self.trace,
-            **(extra or {}),
-        }
+        return EpisodeRecord(
+            schema=RECORD_SCHEMA,
+            task=TaskRef.from_dict(self.task.to_dict()),
+            objective=self.objective,
+            goal=self.goal.to_dict() if self.goal else None,
+            protocol=self.settings.protocol(),
+            bank=self.bank.digest(),
+            won=self.won,
+            error=self.error,
+            turns=self.turns,
+            env_steps=self.env_steps,
+            spent=self.spent,
+            invalid_actions=self.invalid_actions,
+            meta=self.meta_counts(),
+            meta_actions=sum(c["attempted"] for c in self.meta.values()),
+            idle_meta={verb: self.idle_meta[verb] for verb in META_VERBS},
+            repeats=self.repeats(),
+            max_repeat=self.max_repeat(),
+            revisits=self.revisits(),
+            notes=self.notes,
+            recalled=self.recalled_ids,
+            found_at=self.found_at(),
+            state_done=state_done,
+            procedure=self.procedure(),
+            belief=self.belief.to_dict(),
+            plan=self.progress.to_dict(),
+            system=self.system,
+            trace=tuple(TurnRecord.from_dict(turn) for turn in self.trace),
+            extra=dict(extra or {}),
+        )

@@ -22,6 +22,7 @@ from typing import Any
 
 from evoh.config import RewardConfig
 from evoh.harness.turns import META_VERBS
+from evoh.records import EpisodeRecord
 
 REWARD_VERSION = "reward/1"
 REWARD_PARTS = ("success", "efficiency", "diversity", "spam", "invalid", "idle_meta")  # they sum to the total
@@ -42,18 +43,18 @@ def diversity(meta: dict[str, dict[str, int]], mode: str) -> float:
     return len(used) / calls if calls else 0.0
 
 
-def reward(episode: dict[str, Any], weights: RewardConfig, update: int = 0) -> dict[str, Any]:
-    """Components and total for one episode record (needs won, turns, protocol.max_steps, meta, repeats or
-    revisits, invalid_actions, idle_meta)."""
-    won = 1.0 if episode["won"] else 0.0
-    t_max = episode["protocol"]["max_steps"]
-    efficiency = won * max(0, t_max - episode["turns"]) / t_max
+def reward(episode: EpisodeRecord, weights: RewardConfig, update: int = 0) -> dict[str, Any]:
+    """Components and total for one episode (it needs the counts of records written since evoh counted
+    repeats, revisits and idle calls)."""
+    won = 1.0 if episode.won else 0.0
+    t_max = episode.protocol["max_steps"]
+    efficiency = won * max(0, t_max - episode.turns) / t_max
     lam_div = diversity_weight(update, weights)
-    div = diversity(episode["meta"], weights.diversity)
-    repeats = episode["revisits"] if weights.spam_counts == "seen_before" else episode["repeats"]
+    div = diversity(episode.meta, weights.diversity)
+    repeats = episode.revisits if weights.spam_counts == "seen_before" else episode.repeats
     spam = min(repeats, weights.spam_cap)
-    invalid = episode["invalid_actions"]
-    idle = sum(episode["idle_meta"].values())
+    invalid = episode.invalid_actions
+    idle = sum(episode.idle_meta.values())
     parts = {
         "success": weights.success * won,
         "efficiency": weights.efficiency * efficiency,

@@ -16,6 +16,7 @@ import orjson
 from evoh.errors import EvohError
 from evoh.harness.turns import META_VERBS
 from evoh.inspection.figures import eval_recipe
+from evoh.records import EpisodeRecord
 from evoh.runs.summary import latest
 from evoh.workspace import read_jsonl
 
@@ -42,11 +43,8 @@ def game_outcomes(episodes: Path) -> dict[str, tuple[bool, tuple[str, ...]]] | N
     None where the run folder kept no episodes (a summary.json passed on its own)."""
     if not episodes.is_file():
         return None
-    outcomes = {}
-    for record in latest(read_jsonl(episodes).records):
-        if not record.get("error"):
-            outcomes[record["task"]["id"]] = (bool(record["won"]), tuple(t.get("action", "") for t in record["trace"]))
-    return outcomes
+    records = [EpisodeRecord.from_dict(r, str(episodes)) for r in read_jsonl(episodes).records]
+    return {r.task.id: (r.won, tuple(t.action for t in r.trace)) for r in latest(records) if not r.error}
 
 
 def mcnemar_p(gained: int, lost: int) -> float:

@@ -31,6 +31,7 @@ from evoh.harness.prompts import HarnessModules, demonstrations
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
 from evoh.policy.base import Policy
+from evoh.records import EpisodeRecord
 from evoh.rollout import rollout
 from evoh.runs.key import check_same_run, run_key
 from evoh.runs.summary import latest, summarize
@@ -263,7 +264,7 @@ def run_split(
             callbacks=callbacks,
         )
         summary = {
-            **summarize(records),
+            **summarize([EpisodeRecord.from_dict(r, str(directory / records_file)) for r in records]),
             **(extra or {}),
             # success is over the games played: the games asked for, less the unplayable ones skipped
             "requested": chosen.requested,

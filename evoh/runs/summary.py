@@ -4,71 +4,76 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from statistics import mean
-from typing import Any
+from typing import Any, TypeVar
 
 from evoh.env.types import TASK_TYPES
 from evoh.errors import RUN_FAILED, EvohError
 from evoh.harness.turns import META_VERBS, parse_turn
+from evoh.records import EpisodeRecord, TurnRecord
+
+_Record = TypeVar("_Record", EpisodeRecord, dict[str, Any])
 
 
-def latest(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One record per fingerprint, the last written (a retried episode supersedes its error record)."""
-    by_key: dict[str, dict[str, Any]] = {}
+def latest(records: Iterable[_Record]) -> list[_Record]:
+    """One record per fingerprint, the last written (a retried episode supersedes its error record); the
+    records as read from a file or typed."""
+    by_key: dict[str, _Record] = {}
     for record in records:
-        by_key[record.get("fingerprint") or record["task"]["id"]] = record
+        if isinstance(record, EpisodeRecord):
+            by_key[record.fingerprint or record.task.id] = record
+        else:
+            by_key[record.get("fingerprint") or record["task"]["id"]] = record
     return list(by_key.values())
 
 
-def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
-    finished = [r for r in records if not r.get("error")]
+def summarize(records: list[EpisodeRecord]) -> dict[str, Any]:
+    finished = [r for r in records if not r.error]
     per_type = {}
     for long_name, short in TASK_TYPES.items():
-        group = [r for r in finished if r["task"]["task_type"] == long_name]
+        group = [r for r in finished if r.task.task_type == long_name]
         per_type[short] = {
             "episodes": len(group),
-            "won": sum(r["won"] for r in group),
-            "success": (sum(r["won"] for r in group) / len(group)) if group else None,
+            "won": sum(r.won for r in group),
+            "success": (sum(r.won for r in group) / len(group)) if group else None,
         }
 
     def avg(values: list[float]) -> float:
         return mean(values) if values else 0.0
 
-    turns = sum(r["turns"] for r in finished)
-    won = [r for r in finished if r["won"]]
-    labelled = [t for r in finished for t in r["trace"] if "label" in t]
+    turns = sum(r.turns for r in finished)
+    won = [r for r in finished if r.won]
+    labelled = [t for r in finished for t in r.trace if t.label is not None]
     return {
         "episodes": len(records),
         "finished": len(finished),
         "errors": len(records) - len(finished),
-        "errored": [{"id": r["task"]["id"], "error": r["error"]} for r in records if r.get("error")],  # for a rerun to retry
+        "errored": [{"id": r.task.id, "error": r.error} for r in records if r.error],  # for a rerun to retry
         "won": len(won),
         "success": (len(won) / len(finished)) if finished else 0.0,
         "per_type": per_type,
-        "env_steps": avg([r["env_steps"] for r in finished]),
-        "turns": avg([r["turns"] for r in finished]),
-        "meta_actions": avg([r["meta_actions"] for r in finished]),
+        "env_steps": avg([r.env_steps for r in finished]),
+        "turns": avg([r.turns for r in finished]),
+        "meta_actions": avg([r.meta_actions for r in finished]),
         # a lost episode runs to its budget and calls the harness all the way: the won ones show its cost alone
-        "meta_actions_won": mean([r["meta_actions"] for r in won]) if won else None,
+        "meta_actions_won": mean([r.meta_actions for r in won]) if won else None,
         "meta_per_episode": {
-            verb: {k: avg([r["meta"][verb][k] for r in finished]) for k in ("attempted", "executed", "failed")}
+            verb: {k: avg([r.meta[verb][k] for r in finished]) for k in ("attempted", "executed", "failed")}
             for verb in META_VERBS
         },
         # harness calls that spent a step for nothing (records written before evoh counted them have none)
-        "meta_idle": mean(idle) if (idle := [sum(r["idle_meta"].values()) for r in finished if "idle_meta" in r]) else None,
+        "meta_idle": mean(idle) if (idle := [sum(r.idle_meta.values()) for r in finished if r.idle_meta is not None]) else None,
         # environment steps that repeated one already seen, action and observation (earlier records have none)
-        "revisits": mean(seen) if (seen := [r["revisits"] for r in finished if "revisits" in r]) else None,
-        "invalid_rate": (sum(r["invalid_actions"] for r in finished) / turns) if turns else 0.0,
-        "tokens_per_episode": avg(
-            [r.get("usage", {}).get("prompt_tokens", 0) + r.get("usage", {}).get("completion_tokens", 0) for r in finished]
-        ),
-        "grammar": sorted({r["task"]["grammar"] for r in records}),
+        "revisits": mean(seen) if (seen := [r.revisits for r in finished if r.revisits is not None]) else None,
+        "invalid_rate": (sum(r.invalid_actions for r in finished) / turns) if turns else 0.0,
+        "tokens_per_episode": avg([r.usage.get("prompt_tokens", 0) + r.usage.get("completion_tokens", 0) for r in finished]),
+        "grammar": sorted({r.task.grammar for r in records}),
         **({"labelled_turns": len(labelled), "label_agreement": label_agreement(labelled)} if labelled else {}),
     }
 
 
-def label_agreement(turns: list[dict[str, Any]]) -> float:
+def label_agreement(turns: list[TurnRecord]) -> float:
     """How often the player did what its labeller answered on the same view: on-policy accuracy."""
-    same = sum(1 for t in turns if t["action"] and t["action"] == parse_turn(t["label"]).action)
+    same = sum(1 for t in turns if t.action and t.action == parse_turn(t.label).action)
     return same / len(turns) if turns else 0.0
 
 

@@ -24,7 +24,7 @@ import orjson
 
 from evoh.config import Recipe, RefineConfig, recipe_dict
 from evoh.errors import EvohError
-from evoh.records import check as records_check
+from evoh.records import EpisodeRecord, TurnRecord
 from evoh.runs.summary import latest
 from evoh.workspace import (
     Workspace,
@@ -37,34 +37,34 @@ from evoh.workspace import (
 STAGE = "refine"
 
 
-def _turn_drop_reason(turn: dict[str, Any], max_prompt_chars: int, labelled: bool) -> str | None:
+def _turn_drop_reason(turn: TurnRecord, max_prompt_chars: int, labelled: bool) -> str | None:
     """Why a turn teaches nothing; a labelled turn is judged by its label, not by what the player did."""
     if labelled:
-        if "label" not in turn:
+        if turn.label is None:
             return "no label"
-    elif turn["kind"] == "malformed":
+    elif turn.kind == "malformed":
         return "malformed turn"
-    elif turn["kind"] == "env" and not turn["valid"]:
+    elif turn.kind == "env" and not turn.valid:
         return "invalid action"
-    elif turn["kind"] == "meta" and not turn["executed"]:
+    elif turn.kind == "meta" and not turn.executed:
         return "failed meta-action"
-    if max_prompt_chars and len(turn["user"]) > max_prompt_chars:
+    if max_prompt_chars and len(turn.user) > max_prompt_chars:
         return "prompt over max_prompt_chars"
     return None
 
 
-def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], list[dict], dict[str, Any]]:
+def refine(records: list[EpisodeRecord], recipe: Recipe) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """Pure core: (train examples, val examples, report) from episode records."""
     r = recipe.refine
-    episodes = sorted(latest(records), key=lambda e: e["task"]["id"])
+    episodes = sorted(latest(records), key=lambda e: e.task.id)
     report_episodes = []
     kept: list[tuple[str, list[dict]]] = []
     seen_pairs: set[tuple[str, str, str]] = set()
     turn_drops: Counter = Counter()
     episode_drops: Counter = Counter()
     for record in episodes:
-        episode_id, turns = record["task"]["id"], record["trace"]
-        labelled = any("label" in turn for turn in turns)
+        episode_id, turns = record.task.id, record.trace
+        labelled = record.labelled
         reason = _episode_drop_reason(record, r, labelled)
         if reason:
             episode_drops[reason] += 1
@@ -99,7 +99,7 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
             "dropped": dict(sorted(episode_drops.items())),
         },
         "turns": {
-            "input": sum(len(e["trace"]) for e in episodes),
+            "input": sum(len(e.trace) for e in episodes),
             "kept": len(train) + len(val),
             "train": len(train),
             "val": len(val),
@@ -111,26 +111,26 @@ def refine(records: list[dict[str, Any]], recipe: Recipe) -> tuple[list[dict], l
     return train, val, report
 
 
-def _episode_drop_reason(record: dict[str, Any], r: RefineConfig, labelled: bool) -> str | None:
-    if record.get("error"):
+def _episode_drop_reason(record: EpisodeRecord, r: RefineConfig, labelled: bool) -> str | None:
+    if record.error:
         return "episode error"
-    if (1.0 if record["won"] else 0.0) < r.min_score and not labelled:
+    if (1.0 if record.won else 0.0) < r.min_score and not labelled:
         return "below min_score"
-    if r.max_turns and record["turns"] > r.max_turns:
+    if r.max_turns and record.turns > r.max_turns:
         return "over max_turns"
     return None
 
 
 def _examples(
-    record: dict[str, Any], labelled: bool, max_prompt_chars: int, seen_pairs: set[tuple[str, str, str]]
+    record: EpisodeRecord, labelled: bool, max_prompt_chars: int, seen_pairs: set[tuple[str, str, str]]
 ) -> tuple[list[dict], Counter]:
     """An episode's turns as chat examples (the label's answer where the expert labelled them), and the count of
     turns dropped by reason; ``seen_pairs`` carries the (system, prompt, response) triples across episodes."""
     examples, dropped = [], Counter()
-    for index, turn in enumerate(record["trace"]):
+    for index, turn in enumerate(record.trace):
         why = _turn_drop_reason(turn, max_prompt_chars, labelled)
-        response = turn.get("label") if labelled else turn["response"]  # an unlabelled turn is dropped below
-        pair = (record["system"], turn["user"], response)
+        response = turn.label if labelled else turn.response  # an unlabelled turn is dropped below
+        pair = (record.system, turn.user, response)
         if why is None and pair in seen_pairs:
             why = "duplicate (prompt, response)"
         if why:
@@ -140,11 +140,11 @@ def _examples(
         examples.append(
             {
                 "messages": [
-                    {"role": "system", "content": record["system"]},
-                    {"role": "user", "content": turn["user"]},
+                    {"role": "system", "content": record.system},
+                    {"role": "user", "content": turn.user},
                     {"role": "assistant", "content": response},
                 ],
-                "source": {"episode": record["task"]["id"], "turn": index},
+                "source": {"episode": record.task.id, "turn": index},
             }
         )
     return examples, dropped
@@ -181,7 +181,7 @@ def run(recipe: Recipe, workspace: Workspace, from_files: list[Path] | None = No
     else:
         workspace.require("collect")
         files = [workspace.episodes("collect")]
-    records = [records_check("episode", r, str(file)) for file in files for r in read_jsonl(file).records]
+    records = [EpisodeRecord.from_dict(r, str(file)) for file in files for r in read_jsonl(file).records]
     if not records:
         raise EvohError("no episodes in the input", hint="run `evoh collect` first, or pass --input FILE")
     train, val, report = refine(records, recipe)
