@@ -22,7 +22,7 @@ LAYERS = [
     {"policy", "models"},
     {"rollout"},
     {"runs"},
-    {"grpo", "inspection"},
+    {"sft", "grpo", "inspection"},
     {"stages"},
     {"cli", "__main__"},
 ]

@@ -11,7 +11,7 @@ from rich.console import Console
 from evoh.cli.progress import Heartbeat, PhaseTicker
 from evoh.config import load_recipe
 from evoh.grpo.settings import futile_settings
-from evoh.stages.sft import sft_log_line
+from evoh.sft.watch import sft_log_line
 
 
 def _console() -> tuple[Console, io.StringIO]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evoh.stages.sft import incomplete, resumable_checkpoint
+from evoh.sft.checkpoints import incomplete, resumable_checkpoint
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

@@ -193,6 +193,50 @@ def play_tasks(
     return [by_task[t.id] for t in tasks if t.id in by_task], bank
 
 
+def _run_key(stage: str, recipe: Recipe, play: PlayConfig, listed, policy: Policy) -> dict[str, Any]:
+    """What makes a run of episodes this run: how episodes play, which games, and the policy's behaviour (not
+    how many games at a time, nor where the game list lies)."""
+    settings = {
+        **play_settings(recipe),
+        "play": {
+            **{k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
+            "games": fingerprint(list(listed)) if listed else "",
+        },
+        "policy": policy_key(policy.identity()),
+    }
+    return run_key(stage, settings, inputs={})
+
+
+def _summary(
+    recipe: Recipe, play: PlayConfig, chosen, policy: Policy, bank: Bank, bank_path: Path | None,
+    extra: dict[str, Any] | None, path: Path, records: list[dict[str, Any]],
+) -> dict[str, Any]:  # fmt: skip
+    """summary.json: the records' figures, the games asked for and skipped, and how the episodes played."""
+    from evoh import __version__
+
+    identity = policy.identity()
+    return {
+        **summarize([EpisodeRecord.from_dict(r, str(path)) for r in records]),
+        **(extra or {}),
+        # success is over the games played: the games asked for, less the unplayable ones skipped
+        "requested": chosen.requested,
+        "skipped_games": [{"id": g.id, "reason": g.reason} for g in chosen.skipped],
+        "split": play.split,
+        "protocol": {
+            **episode_settings(recipe).protocol(),
+            "grammar": sorted({t.grammar for t in chosen.tasks}),
+            "engine": played_by(recipe.env),
+            "bank": bank.digest(),
+            "start_bank": str(bank_path) if bank_path else None,
+            "freeze_bank": play.freeze_bank,
+            "policy": identity,
+            "reward": REWARD_VERSION,
+        },
+        "policy": identity,
+        "evoh_version": __version__,
+    }
+
+
 def _batches(tasks: list[Task], size: int) -> list[list[Task]]:
     return [tasks[i : i + size] for i in range(0, len(tasks), max(1, size))]
 
@@ -220,7 +264,6 @@ def run_split(
 ) -> dict[str, Any]:
     """One policy over one split into ``WS/<stage>/``: records, ``summary.json`` and ``stage.json``.
     ``policy`` defaults to the one ``play.policy`` names; ``declared``: the stage's settings, for its stage.json."""
-    from evoh import __version__
     from evoh.env.games import read_game_list
     from evoh.policy.factory import build_policy
 
@@ -232,19 +275,11 @@ def run_split(
     tasks = chosen.tasks
     settings = episode_settings(recipe)
     policy = policy or build_policy(play.policy, recipe, play.seed)
-    settings_key = {
-        **play_settings(recipe),
-        "play": {
-            **{k: v for k, v in dataclasses.asdict(play).items() if k not in ("limit", "max_active")},
-            "games": fingerprint(list(listed)) if listed else "",  # what the list holds, not where it lies
-        },
-        "policy": policy_key(policy.identity()),
-    }
     bank_path = resolve_bank(play.bank, workspace, stage.partition("/")[0])
     started = time.time()
     with workspace.writing(stage, unfinish=False) as directory:
         hint = f"use a new workspace (-w) or another --name, or delete {directory} to start over"
-        check_same_run(directory, run_key(stage, settings_key, inputs={}), hint)
+        check_same_run(directory, _run_key(stage, recipe, play, listed, policy), hint)
         # the records to resume are input: a damaged one is refused before a finished stage is touched
         read_jsonl(directory / records_file, warn_torn=False)  # opening them drops a torn line, and says so
         _load_state(directory, bank_path)
@@ -263,26 +298,7 @@ def run_split(
             freeze_bank=play.freeze_bank,
             callbacks=callbacks,
         )
-        summary = {
-            **summarize([EpisodeRecord.from_dict(r, str(directory / records_file)) for r in records]),
-            **(extra or {}),
-            # success is over the games played: the games asked for, less the unplayable ones skipped
-            "requested": chosen.requested,
-            "skipped_games": [{"id": g.id, "reason": g.reason} for g in chosen.skipped],
-            "split": play.split,
-            "protocol": {
-                **settings.protocol(),
-                "grammar": sorted({t.grammar for t in tasks}),
-                "engine": played_by(recipe.env),
-                "bank": bank.digest(),
-                "start_bank": str(bank_path) if bank_path else None,
-                "freeze_bank": play.freeze_bank,
-                "policy": policy.identity(),
-                "reward": REWARD_VERSION,
-            },
-            "policy": policy.identity(),
-            "evoh_version": __version__,
-        }
+        summary = _summary(recipe, play, chosen, policy, bank, bank_path, extra, directory / records_file, records)
         atomic_write_json(directory / "summary.json", summary)
         workspace.finish(
             stage,

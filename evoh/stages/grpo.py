@@ -102,37 +102,20 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     g, callbacks = recipe.grpo, callbacks or Callbacks()
     read = read_inputs(recipe, workspace)
 
-    import torch
-
-    from evoh.env.world import data_input, load_games, open_pool
+    from evoh.env.world import load_games, open_pool
 
     accelerator, precision = make_accelerator(g, workspace.path(STAGE))
     main = accelerator.is_main_process
-    data = data_input(recipe.env)
     tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types)
     val_tasks = load_games(recipe.env, g.val_split, g.val_limit or None, spread=True) if g.val_every else []
     train_settings, val_settings = rollout_settings(recipe), episode_settings(recipe)  # validation plays as `evoh eval` does
     directory = workspace.path(STAGE)
-    resuming = latest_checkpoint(directory) is not None
-    if main and resuming and not resume:
-        raise EvohError(
-            f"{directory / 'checkpoints'} holds checkpoints of an earlier run",
-            hint="pass --resume to continue it, or delete the grpo/ folder",
-        )
-    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE)
-    if main and resuming:
-        check_same_run(directory, key, "resume with the settings it was made with, or delete the grpo/ folder to start over")
+    resuming, key = _resume_point(recipe, workspace, read, resume, main)
     started = time.time()
     with workspace.writing(STAGE) if main else contextlib.nullcontext(directory):
         if main and not resuming:
             record_run(directory, key)
-        torch.manual_seed(g.seed + accelerator.process_index)
-        random.seed(g.seed + accelerator.process_index)
-        tokenizer, state = load_training(
-            accelerator, precision, read.base, read.adapter, g, reference=g.kl > 0 or read.heldout is not None
-        )
-        update, bank = resume_from(state, directory, Bank.load(read.bank) if read.bank else Bank(), resume)
-        start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root, STAGE), resumed=update > 0)
+        tokenizer, state, update, bank = _start(recipe, workspace, read, accelerator, precision, resume)
         if callbacks.on_start:
             callbacks.on_start(g.updates, update)
         sampling = rollout_sampling(recipe, str(read.base))
@@ -168,10 +151,41 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:
             save_final(state, tokenizer, bank, directory)
-            described = manifest(recipe, read, data, state, generators.name, precision)
-            workspace.finish(STAGE, {**described, "settings": settings(recipe, workspace), **result})
+            described = {**manifest(recipe, read, state, generators.name, precision), "settings": settings(recipe, workspace)}
+            workspace.finish(STAGE, {**described, **result})
         accelerator.wait_for_everyone()
     return result
+
+
+def _start(recipe: Recipe, workspace: Workspace, read: Inputs, accelerator, precision: str, resume: bool):
+    """The seeded model, its reference and optimizer, restored from the last checkpoint where the run resumes:
+    (tokenizer, training state, updates done, bank)."""
+    import torch
+
+    g = recipe.grpo
+    torch.manual_seed(g.seed + accelerator.process_index)
+    random.seed(g.seed + accelerator.process_index)
+    reference = g.kl > 0 or read.heldout is not None
+    tokenizer, state = load_training(accelerator, precision, read.base, read.adapter, g, reference=reference)
+    update, bank = resume_from(state, workspace.path(STAGE), Bank.load(read.bank) if read.bank else Bank(), resume)
+    start_tracking(state, recipe_dict(recipe)["grpo"], run_name(workspace.root, STAGE), resumed=update > 0)
+    return tokenizer, state, update, bank
+
+
+def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bool, main: bool) -> tuple[bool, dict[str, Any]]:
+    """Whether the run continues from a checkpoint, and its key. Checkpoints are never trained over without
+    ``--resume``, nor continued under other settings or from other inputs (checked on the main process)."""
+    directory = workspace.path(STAGE)
+    resuming = latest_checkpoint(directory) is not None
+    if main and resuming and not resume:
+        raise EvohError(
+            f"{directory / 'checkpoints'} holds checkpoints of an earlier run",
+            hint="pass --resume to continue it, or delete the grpo/ folder",
+        )
+    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE)
+    if main and resuming:
+        check_same_run(directory, key, "resume with the settings it was made with, or delete the grpo/ folder to start over")
+    return resuming, key
 
 
 def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | None]:
@@ -230,9 +244,10 @@ def inputs(recipe: Recipe) -> list[str]:
 EXTENDABLE = ("grpo.updates", "grpo.save_every", "grpo.val_every")
 
 
-def manifest(recipe: Recipe, inputs: Inputs, data, state: TrainState, generator: str, precision: str) -> dict[str, Any]:
+def manifest(recipe: Recipe, inputs: Inputs, state: TrainState, generator: str, precision: str) -> dict[str, Any]:
     """What stage.json records of the run, before its result."""
     from evoh import __version__
+    from evoh.env.world import data_input
 
     adapter = inputs.adapter
     return {
@@ -243,7 +258,7 @@ def manifest(recipe: Recipe, inputs: Inputs, data, state: TrainState, generator:
         if adapter
         else None,
         "start_bank": bank_input(inputs.bank),
-        "data": data,
+        "data": data_input(recipe.env),
         "processes": state.accelerator.num_processes,
         "generator": generator,
         "guided": recipe.model.guided,  # model.guided: rollouts and validation decoded under the turn grammar
