@@ -15,13 +15,13 @@ spends a step, and the episode stops for good after ``max_steps + free_meta_cap`
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from evoh.env.types import Step, Task
-from evoh.harness.belief import INVENTORY, Belief, object_type
+from evoh.harness import trace_stats
+from evoh.harness.belief import INVENTORY, Belief
 from evoh.harness.experience import Bank, Entry
 from evoh.harness.goal import Goal, goal_text, parse_goal
 from evoh.harness.progress import Progress
@@ -376,76 +376,6 @@ class Episode:
             }
         )
 
-    def max_repeat(self) -> int:
-        """The longest run of one action repeated back to back, minus one (0: no repeats)."""
-        longest = run = 0
-        for previous, current in zip(self.actions, self.actions[1:]):
-            run = run + 1 if current and current == previous else 0
-            longest = max(longest, run)
-        return longest
-
-    def repeats(self) -> int:
-        """Turns whose action equals the turn before's: the S of the spam penalty."""
-        return sum(1 for a, b in zip(self.actions, self.actions[1:]) if b and a == b)
-
-    def revisits(self) -> int:
-        """Environment steps whose action and observation this episode had already seen: a walk back to a place
-        where nothing changed, a receptacle reopened. They cost a step and show nothing new; a walk between two
-        places, the way small policies lose games, repeats no action back to back."""
-        seen: set[tuple[str, str]] = set()
-        count = 0
-        for entry in self.trace:
-            if entry["kind"] != "env" or not entry["executed"]:
-                continue
-            key = (entry["action"], entry["result"])
-            count += key in seen
-            seen.add(key)
-        return count
-
-    def found_at(self) -> dict[str, list[str]]:
-        """Object type -> receptacle types where this episode first saw objects of that type."""
-        found: dict[str, set[str]] = {}
-        for name, place in self.belief.first_seen.items():
-            found.setdefault(object_type(name), set()).add(object_type(place))
-        return {k: sorted(v) for k, v in sorted(found.items())}
-
-    def procedure(self) -> str:
-        """The won episode's key actions with the goal's object and target named by role.
-
-        Only the steps that act on the goal's object (and a look task's lamp) are kept: a detour through other
-        objects (``take soapbar from countertop``) would otherwise be stored as the task's skill, and a policy
-        that recalls it copies those objects' names into its next ``recall [where to find …]``. For the same
-        reason the object's own detours go too: a set-down it undid (put it somewhere else, take it again) and
-        a heat, cool or clean the task does not ask for."""
-        if not self.goal or not self.won:
-            return ""
-        obj, target = self.goal.object, self.goal.target
-        steps = []
-        for entry in self.trace:
-            action = entry["action"]
-            if entry["kind"] != "env" or not entry["valid"]:
-                continue
-            verb = action.split(" ", 1)[0]
-            if verb in ("go", "open", "close", "look", "inventory", "examine"):
-                continue
-            words = re.sub(r" \d+", "", action)
-            words = re.sub(rf"\b{obj}\b", "the object", words)
-            words = re.sub(rf"\b{target}\b", "the target", words)
-            words = words.replace(" in/on ", " in ").replace("move the object to", "put the object in")
-            words = re.sub(r"^take the object from .*$", "take the object", words)
-            words = re.sub(r"^use the target$", "turn on the target lamp", words)
-            if "the object" not in words and words != "turn on the target lamp":
-                continue
-            if verb in ("heat", "cool", "clean") and verb != self.goal.task:
-                continue
-            last = steps[-1] if steps else ""
-            if words == "take the object" and last.startswith("put the object in ") and last != "put the object in the target":
-                steps.pop()  # the set-down was undone
-                continue
-            if words != last:
-                steps.append(words)
-        return f"{self.goal.task} task: find the object (open closed receptacles), " + ", then ".join(steps)
-
     def meta_counts(self) -> dict[str, dict[str, int]]:
         return {verb: {k: c.get(k, 0) for k in ("attempted", "executed", "failed")} for verb, c in self.meta.items()}
 
@@ -474,14 +404,14 @@ class Episode:
             meta=self.meta_counts(),
             meta_actions=sum(c["attempted"] for c in self.meta.values()),
             idle_meta={verb: self.idle_meta[verb] for verb in META_VERBS},
-            repeats=self.repeats(),
-            max_repeat=self.max_repeat(),
-            revisits=self.revisits(),
+            repeats=trace_stats.repeats(self.actions),
+            max_repeat=trace_stats.max_repeat(self.actions),
+            revisits=trace_stats.revisits(self.trace),
             notes=self.notes,
             recalled=self.recalled_ids,
-            found_at=self.found_at(),
+            found_at=trace_stats.found_at(self.belief.first_seen),
             state_done=state_done,
-            procedure=self.procedure(),
+            procedure=trace_stats.procedure(self.goal, self.won, self.trace),
             belief=self.belief.to_dict(),
             plan=self.progress.to_dict(),
             system=self.system,
