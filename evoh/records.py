@@ -157,6 +157,10 @@ class _Keyed:
         extra = {k: v for k, v in data.items() if k not in names}
         return cls(**{**known, **typed}, extra=extra, keys=tuple(data))
 
+    @classmethod
+    def from_dict(cls: type[_R], data: dict[str, Any]) -> _R:
+        return cls._split(data)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (nested dicts and lists are shared with this record, not copied)."""
         values = {name: _plain(getattr(self, name)) for name in self._names()}
@@ -190,10 +194,6 @@ class TaskRef(_Keyed):
 
     _OMITTED_IF_NONE = frozenset({"kind"})
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskRef:
-        return cls._split(data)
-
 
 @dataclass(frozen=True, kw_only=True)
 class TurnRecord(_Keyed):
@@ -212,10 +212,6 @@ class TurnRecord(_Keyed):
     label: str | None = None  # another policy's answer to the same prompt, where one labelled the turn
 
     _OMITTED_IF_NONE = frozenset({"label"})
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TurnRecord:
-        return cls._split(data)
 
 
 @dataclass(frozen=True, kw_only=True)
