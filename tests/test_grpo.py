@@ -501,7 +501,7 @@ def test_the_sft_anchor_reads_refines_examples_as_the_rollouts_turns_are_encoded
 
     from evoh.errors import EvohError
     from evoh.grpo.anchor import sft_examples
-    from evoh.stages.grpo import sft_examples_file
+    from evoh.grpo.inputs import sft_examples_file
     from evoh.workspace import Workspace
 
     tokenizer = AutoTokenizer.from_pretrained(trained / "sft" / "adapter")

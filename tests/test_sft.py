@@ -317,7 +317,7 @@ def test_full_fine_tuning_trains_every_weight_and_feeds_export_and_grpo(refined:
     from transformers import AutoModelForCausalLM
 
     from evoh.config import Recipe
-    from evoh.stages.grpo import starting_point
+    from evoh.grpo.inputs import starting_point
     from evoh.workspace import Workspace
 
     ws = tmp_path / "ws"

@@ -25,13 +25,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from evoh.config import Recipe, recipe_dict
 from evoh.errors import EvohError
 from evoh.grpo.anchor import anchor_examples, sft_examples
 from evoh.grpo.checkpoint import latest_checkpoint, resume_from, save_checkpoint, save_final
+from evoh.grpo.inputs import Inputs, read_inputs, run_inputs
 from evoh.grpo.metrics import append_jsonl, end_tracking, start_tracking, track
 from evoh.grpo.model import load_training, make_accelerator
 from evoh.grpo.policies import Generators
@@ -43,9 +43,8 @@ from evoh.harness.episode import EpisodeSettings
 from evoh.harness.experience import Bank
 from evoh.harness.reward import REWARD_VERSION
 from evoh.memory import release_freed_memory
-from evoh.models.hub import model_directory
-from evoh.runs.episodes import bank_input, episode_settings, model_settings, play_settings, resolve_bank
-from evoh.runs.key import check_same_run, file_key, record_run, run_key, weights_key
+from evoh.runs.episodes import bank_input, episode_settings, model_settings, play_settings
+from evoh.runs.key import check_same_run, record_run, run_key
 from evoh.tracking import run_name
 from evoh.workspace import Workspace, file_sha256, weights_identity
 
@@ -58,41 +57,6 @@ class Callbacks:
     on_start: Callable[[int, int], None] | None = None  # (updates in all, already done)
     on_update: Callable[[dict[str, Any]], None] | None = None
     on_phase: Callable[[int, str], None] | None = None  # (update being made, what it is doing now)
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What the run reads from the workspace, refused before anything loads when missing."""
-
-    base: Path  # the base model directory
-    adapter: Path | None  # the adapter to continue (the SFT stage's), or None for a fresh one
-    bank: Path | None  # the Experience the rollouts start from; None: an empty bank
-    anchor: Path | None  # refine's training examples, with grpo.sft_weight
-    heldout: Path | None  # refine's held-out examples, the drift's, where validation runs and the workspace has them
-
-
-def run_inputs(read: Inputs) -> dict[str, Any]:
-    """What the inputs hold, for the run's key: a run resumes only on the weights, bank and examples it began with."""
-    return {
-        "base_model": weights_key(read.base),
-        "start_adapter": weights_key(read.adapter),
-        "start_bank": file_key(read.bank),
-        "anchor": file_key(read.anchor),
-        "heldout": file_key(read.heldout),
-    }
-
-
-def read_inputs(recipe: Recipe, workspace: Workspace) -> Inputs:
-    g = recipe.grpo
-    base, adapter = starting_point(recipe, workspace)
-    heldout = workspace.examples("val")
-    return Inputs(
-        base,
-        adapter,
-        resolve_bank(g.bank, workspace, STAGE),
-        sft_examples_file(workspace) if g.sft_weight > 0 else None,
-        heldout if g.val_every and g.drift_examples and heldout.exists() else None,
-    )
 
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: Callbacks | None = None) -> dict[str, Any]:
@@ -186,33 +150,6 @@ def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bo
     if main and resuming:
         check_same_run(directory, key, "resume with the settings it was made with, or delete the grpo/ folder to start over")
     return resuming, key
-
-
-def starting_point(recipe: Recipe, workspace: Workspace) -> tuple[Path, Path | None]:
-    """(base model directory, adapter to continue or None)."""
-    g = recipe.grpo
-    if g.start == "sft":
-        base, adapter = workspace.trained_weights("sft")  # a fully fine-tuned model gets a fresh adapter
-        base = model_directory(g.model, "grpo.model") if g.model else base
-    else:
-        if not g.model:
-            raise EvohError(
-                "grpo.start = 'none' needs a base model", hint="pass --model DIR (an exported SFT model, or evoh model init's)"
-            )
-        base, adapter = model_directory(g.model, "grpo.model"), None
-    if not (base / "config.json").exists():
-        raise EvohError(f"{base} is not a model directory", hint="pass --model DIR")
-    return base, adapter
-
-
-def sft_examples_file(workspace: Workspace) -> Path:
-    """refine's training examples, the anchor of ``grpo.sft_weight``; refused before anything loads when absent."""
-    path = workspace.examples("train")
-    if not path.exists():
-        raise EvohError(
-            f"grpo.sft_weight needs the SFT examples at {path}", hint="run `evoh refine` first, or set grpo.sft_weight = 0"
-        )
-    return path
 
 
 def rollout_settings(recipe: Recipe) -> EpisodeSettings:
