@@ -407,3 +407,24 @@ def test_an_sgd_step_is_the_gradient_while_adam_moves_every_weight_by_about_lr()
         moved[name] = 1 - weights.detach()
     assert torch.allclose(moved["sgd"], torch.tensor([1e-4, 0.1]), atol=1e-6)
     assert torch.allclose(moved["adamw"], torch.tensor([0.1, 0.1]), rtol=1e-2)  # a gradient 1000x smaller, the same step
+
+
+def test_meta_pressure_says_which_way_an_update_pushes_the_rate_of_harness_calls():
+    """Short won episodes that call the harness as often as long lost ones hold more calls per turn: reinforcing
+    them raises the rate even while calls per episode fall. The figure must show it, and its sign must follow
+    the advantages."""
+    from evoh.grpo.metrics import meta_pressure
+
+    def line(won: bool, turns: int, calls: int, advantage: float, trained: bool = True) -> dict:
+        return {"won": won, "turns": turns, "meta": {"track": 0, "commit": calls, "recall": 0, "note": 0},
+                "advantage": advantage, "trained": trained}  # fmt: skip
+
+    lines = [line(True, 10, 5, 1.0), line(True, 20, 6, 0.5), line(False, 30, 6, -0.75), line(False, 30, 6, -0.75)]
+    pressure = meta_pressure([*lines, {"won": False, "error": "engine", "turns": 3, "meta": {"track": 9}}])
+    assert pressure["meta_rate"] == pytest.approx(23 / 90)  # an engine error is no evidence: left out
+    assert pressure["meta_rate_reinforced"] == pytest.approx((1.0 * 5 + 0.5 * 6) / (1.0 * 10 + 0.5 * 20))
+    assert pressure["meta_rate_reinforced"] > pressure["meta_rate"] > pressure["meta_rate_suppressed"] == pytest.approx(0.2)
+    flipped = meta_pressure([{**x, "advantage": -x["advantage"]} for x in lines])
+    assert flipped["meta_rate_reinforced"] < flipped["meta_rate"] < flipped["meta_rate_suppressed"]
+    untrained = meta_pressure([{**x, "trained": False} for x in lines])
+    assert untrained["meta_rate_reinforced"] is None and untrained["meta_rate_suppressed"] is None

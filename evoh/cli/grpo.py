@@ -165,6 +165,13 @@ def update_display(errors: RolloutErrors | None = None) -> Iterator[object]:
         yield Callbacks(started, updated, phase)
 
 
+def _pressure(m: dict) -> str:
+    """`` (0.41/turn, pushed 0.53)``: the harness calls per turn played, and among the turns the update reinforced."""
+    if m.get("meta_rate") is None or m.get("meta_rate_reinforced") is None:
+        return ""
+    return f" ({m['meta_rate']:.2f}/turn, pushed {m['meta_rate_reinforced']:.2f})"
+
+
 def update_line(m: dict) -> str:
     """An update's headline figures in one line."""
     val = m.get("validation")
@@ -177,6 +184,6 @@ def update_line(m: dict) -> str:
     learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
     return (
         f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
-        f"meta {m['meta_actions']:.2f}/ep  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
+        f"meta {m['meta_actions']:.2f}/ep{_pressure(m)}  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
         f"{m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}"
     )

@@ -75,6 +75,26 @@ def update_metrics(
     }
 
 
+def meta_pressure(lines: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Which way an update pushes the policy's harness use, from its rollouts.jsonl lines. Every token of a trained
+    rollout moves with the rollout's advantage, so the share of turns that call the harness rises when the turns
+    pushed up hold more calls per turn (``meta_rate_reinforced``, weighted by advantage) than the policy played
+    (``meta_rate``), and falls when the turns pushed down hold more (``meta_rate_suppressed``). Fewer calls per
+    episode can hide a rising rate: won episodes are shorter."""
+
+    def rate(rows: list[dict[str, Any]], weight) -> float | None:
+        turns = sum(weight(r) * r["turns"] for r in rows)
+        return sum(weight(r) * sum(r["meta"].values()) for r in rows) / turns if turns else None
+
+    scored = [r for r in lines if "advantage" in r]
+    trained = [r for r in scored if r["trained"]]
+    return {
+        "meta_rate": rate(scored, lambda r: 1),
+        "meta_rate_reinforced": rate([r for r in trained if r["advantage"] > 0], lambda r: r["advantage"]),
+        "meta_rate_suppressed": rate([r for r in trained if r["advantage"] < 0], lambda r: -r["advantage"]),
+    }
+
+
 def episode_line(
     update: int, key: tuple[str, int], record: EpisodeRecord, score: dict[str, Any], greedy: bool = False
 ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoh.env.types import Task
-from evoh.grpo.metrics import episode_figures, episode_line, update_metrics
+from evoh.grpo.metrics import episode_figures, episode_line, meta_pressure, update_metrics
 from evoh.grpo.objective import Sample, group_advantages, groups_to_train, rollouts_to_train
 from evoh.grpo.optimise import optimise
 from evoh.grpo.policies import Generators, is_greedy_rollout
@@ -119,7 +119,11 @@ def run_update(
     metrics = update_metrics(state, update, records, played.rewards, (len(played.samples), played.groups), stats, seconds)
     if g.greedy_rollout:  # the games as evaluation would play them, before this update's step
         metrics["greedy"] = episode_figures(state.gather([r.record for r in played.rollouts if is_greedy_rollout(r.key, g)]))
-    lines = [
-        episode_line(update, r.key, r.record, played.scores.get(r.key, {}), is_greedy_rollout(r.key, g)) for r in played.rollouts
-    ]
-    return metrics, bank, state.gather(lines)
+    lines = state.gather(
+        [
+            episode_line(update, r.key, r.record, played.scores.get(r.key, {}), is_greedy_rollout(r.key, g))
+            for r in played.rollouts
+        ]
+    )
+    metrics.update(meta_pressure(lines))
+    return metrics, bank, lines
