@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, flags_given, resolve
 from evoh.cli.tables import summary_table, who_played
 
 
@@ -46,26 +46,7 @@ def collect(
     from evoh.stages import collect as stage
     from evoh.workspace import Workspace
 
-    given = {
-        "collect.policy": policy,
-        "collect.label": label,
-        "collect.split": split,
-        "collect.limit": limit,
-        "collect.spread": spread,
-        "collect.games": games,
-        "env.workers": workers,
-        "harness.mode": mode,
-        "collect.seed": seed,
-        "env.max_steps": max_steps,
-        "collect.bank": bank,
-        "collect.freeze_bank": freeze_bank,
-        "env.data": data,
-        "env.kind": kind,
-        "env.engine": engine,
-        "model.model": model,
-        "model.base_url": base_url,
-        "model.adapter": adapter,
-    }
+    given = flags_given(collect, locals())
     resolved = resolve(recipe, sets, given)
     with episode_bar("collect") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evoh.cli.output import print_json, stdout_console
 from evoh.cli.progress import episode_bar
-from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, flags_given, resolve
 from evoh.cli.tables import summary_table, who_played
 
 
@@ -49,29 +49,7 @@ def evaluate(
     from evoh.stages import evaluate as stage
     from evoh.workspace import Workspace
 
-    given = {
-        "eval.policy": policy,
-        "eval.split": split,
-        "eval.limit": limit,
-        "eval.spread": spread,
-        "eval.games": games,
-        "harness.mode": mode,
-        "harness.belief": belief,
-        "harness.plan": plan,
-        "harness.experience": experience,
-        "eval.bank": bank,
-        "eval.freeze_bank": freeze_bank,
-        "eval.name": name,
-        "env.workers": workers,
-        "env.max_steps": max_steps,
-        "eval.seed": seed,
-        "env.data": data,
-        "env.kind": kind,
-        "env.engine": engine,
-        "model.model": model,
-        "model.base_url": base_url,
-        "model.adapter": adapter,
-    }
+    given = flags_given(evaluate, locals())
     resolved = resolve(recipe, sets, given)
     with episode_bar("eval") as callbacks:
         summary = stage.run(resolved, Workspace(workspace), callbacks)

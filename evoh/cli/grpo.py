@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from evoh.cli.output import print_json, stderr_console
-from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, flags_given, resolve
 from evoh.errors import RUN_FAILED, EvohError
 
 
@@ -47,21 +47,7 @@ def grpo(
     from evoh.stages import grpo as stage
     from evoh.workspace import Workspace
 
-    given = {
-        "grpo.start": start,
-        "grpo.model": model,
-        "grpo.updates": updates,
-        "grpo.tasks_per_update": tasks_per_update,
-        "grpo.group_size": group_size,
-        "grpo.max_steps": max_steps,
-        "grpo.lr": lr,
-        "grpo.kl": kl,
-        "grpo.bank": bank,
-        "env.workers": workers,
-        "env.data": data,
-        "env.kind": kind,
-        "env.engine": engine,
-    }
+    given = flags_given(grpo, locals())
     resolved = resolve(recipe, sets, given)
     errors = RolloutErrors()
     with update_display(errors) as callbacks:

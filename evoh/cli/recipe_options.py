@@ -1,17 +1,18 @@
 """The options every stage command shares (the workspace, a recipe, --set) and ``flag``: a recipe setting as a
 command-line option, its help the setting's own description with its default and its recipe key.
 
-A command declares ``lr: flag("grpo.lr") = None`` and passes ``{"grpo.lr": lr}`` to ``resolve``: a flag left out
-is None and leaves the recipe's value alone; a given one goes into the recipe as the typed value it is, checked
-against the setting's type and range like any other value.
+A command declares ``lr: flag("grpo.lr") = None`` and passes ``flags_given(command, locals())`` (``{"grpo.lr": lr}``)
+to ``resolve``: a flag left out is None and leaves the recipe's value alone; a given one goes into the recipe as
+the typed value it is, checked against the setting's type and range like any other value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +41,23 @@ def flag(key: str, *names: str) -> Any:
     kind, metavar = setting.type, None
     if typing.get_origin(kind) is typing.Literal:  # the recipe checks the choice: one error line, as for --set
         kind, metavar = str, "|".join(choice or '""' for choice in typing.get_args(kind))
-    return Annotated[kind | None, typer.Option(*names, help=flag_help(setting), show_default=False, metavar=metavar)]
+    option = typer.Option(*names, help=flag_help(setting), show_default=False, metavar=metavar)
+    return Annotated[kind | None, option, SettingKey(key)]
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingKey:
+    """The recipe key a flag sets, kept on its annotation so that the command need not name it again."""
+
+    key: str
+
+
+def flags_given(command: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{recipe key: value}`` of ``command``'s flags, from its arguments (``locals()`` at its start); a flag
+    left out is None and leaves the recipe's value alone."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    keys = {name: m.key for name, hint in hints.items() for m in getattr(hint, "__metadata__", ()) if isinstance(m, SettingKey)}
+    return {key: values[name] for name, key in keys.items()}
 
 
 # the recipe named on a `--help` command line (`evoh grpo -r tiny-cpu --help`): its values join the defaults shown

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json, stdout_console
-from evoh.cli.recipe_options import RecipeOption, SetOption, WorkspaceOption, flag, resolve
+from evoh.cli.recipe_options import RecipeOption, SetOption, WorkspaceOption, flag, flags_given, resolve
 
 
 def refine(
@@ -37,13 +37,7 @@ def refine(
     from evoh.stages import refine as stage
     from evoh.workspace import Workspace
 
-    given = {
-        "refine.min_score": min_score,
-        "refine.max_turns": max_turns,
-        "refine.max_prompt_chars": max_prompt_chars,
-        "refine.val_fraction": val_fraction,
-        "refine.seed": seed,
-    }
+    given = flags_given(refine, locals())
     resolved = resolve(recipe, sets, given)
     report = stage.run(resolved, Workspace(workspace), inputs)
     counts = {"episodes": report["episodes"], "turns": report["turns"]}

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from evoh.cli.output import print_json, stdout_console
-from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, resolve
+from evoh.cli.recipe_options import JsonOption, RecipeOption, SetOption, WorkspaceOption, flag, flags_given, resolve
 from evoh.cli.tables import action_table
 
 
@@ -40,18 +40,7 @@ def sft(
     from evoh.stages import sft as stage
     from evoh.workspace import TRAINED_WEIGHTS, Workspace
 
-    given = {
-        "sft.model": model,
-        "sft.full": full,
-        "sft.lora_r": lora_r,
-        "sft.lora_alpha": lora_alpha,
-        "sft.target": target,
-        "sft.load_in_4bit": load_in_4bit,
-        "sft.train_embeddings": train_embeddings,
-        "sft.epochs": epochs,
-        "sft.max_steps": max_steps,
-        "sft.lr": lr,
-    }
+    given = flags_given(sft, locals())
     resolved = resolve(recipe, sets, given)
     result = stage.run(resolved, Workspace(workspace), resume=resume)
     if not is_main_process():
