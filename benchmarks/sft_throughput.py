@@ -26,6 +26,7 @@ from separately import each_in_its_own_process
 
 from evoh.config import load_recipe
 from evoh.models.tiny import build
+from evoh.sft import watch
 from evoh.stages import collect, refine, sft
 from evoh.workspace import Workspace
 
@@ -79,7 +80,7 @@ def measure(args: argparse.Namespace, precision: str) -> None:
     collect.run(recipe, ws)
     report = refine.run(recipe, ws)
     if args.keep_freed_memory:
-        sft.release_freed_memory = lambda: False
+        watch.release_freed_memory = lambda: False
     started = time.perf_counter()
     result = sft.run(recipe, ws)
     seconds = time.perf_counter() - started

@@ -80,10 +80,12 @@ def test_sft_trains_an_adapter_and_resumes(refined: Path, tiny_model: Path):
     assert other_kind.exit_code == 2 and "written by a LoRA adapter" in other_kind.stderr
     assert (sft / "stage.json").exists()
     other_lr = _sft(refined, tiny_model, 5, "--resume", "--set", "sft.lr=0.5")
-    assert other_lr.exit_code == 2 and "other settings (sft.lr)" in other_lr.stderr  # would mix two runs in one adapter
+    assert other_lr.exit_code == 2 and "other settings or inputs (sft.lr)" in other_lr.stderr  # two runs in one adapter
     assert (sft / "stage.json").exists()
+    (sft / "run.json").unlink()  # as an earlier evoh left it: resumed, and said to be unchecked
     resumed = _sft(refined, tiny_model, 5, "--resume")
     assert resumed.exit_code == 0, resumed.stderr
+    assert "records no run key" in resumed.stderr and (sft / "run.json").exists()
     assert json.loads(resumed.stdout)["global_step"] == 5
     steps = [json.loads(line)["step"] for line in (sft / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert steps == [1, 2, 3, 4, 5]  # continued from checkpoint-3, not from zero

@@ -25,7 +25,13 @@ def grpo(
     lr: flag("grpo.lr") = None,
     kl: flag("grpo.kl") = None,
     bank: flag("grpo.bank") = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in grpo/checkpoints/.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue from the last checkpoint in grpo/checkpoints/ (refused if made with other settings or inputs).",
+        ),
+    ] = False,
     workers: flag("env.workers", "--workers", "-k") = None,
     data: flag("env.data", "--data", "-d") = None,
     kind: flag("env.kind") = None,

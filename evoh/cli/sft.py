@@ -23,7 +23,13 @@ def sft(
     epochs: flag("sft.epochs") = None,
     max_steps: flag("sft.max_steps") = None,
     lr: flag("sft.lr") = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the last checkpoint in sft/checkpoints/.")] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue from the last checkpoint in sft/checkpoints/ (refused if made with other settings or inputs).",
+        ),
+    ] = False,
     recipe: RecipeOption = None,
     sets: SetOption = None,
     as_json: JsonOption = False,

@@ -36,6 +36,7 @@ import torch
 
 if TYPE_CHECKING:
     from evoh.policy.guided import Allowed, Vocabulary
+    from evoh.policy.turn_grammar import GrammarMasks
 
 
 @dataclass
@@ -168,7 +169,7 @@ def micro_batches(samples: list[Sample], token_budget: int) -> list[list[Sample]
     return batches
 
 
-def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | None, device="cpu"):
+def guided_restriction(batch: list[Sample], vocabulary: Vocabulary | GrammarMasks | None, device="cpu"):
     """What guidance allowed at the batch's guided tokens, in ``forward_logprobs``' layout and on ``device``:
     (rows, columns, allowed [N, V]), or None when no token was guided. Built once per micro-batch and shared by
     the passes over it; not kept on the Sample, where a Qwen-sized vocabulary would cost ~150 kB per guided token."""

@@ -15,6 +15,7 @@ from evoh.config import GrpoConfig
 if TYPE_CHECKING:
     from evoh.grpo.objective import Sample
     from evoh.policy.guided import Vocabulary
+    from evoh.policy.turn_grammar import GrammarMasks
 
 
 @dataclass
@@ -27,7 +28,8 @@ class TrainState:
     scheduler: Any
     g: GrpoConfig
     pad_id: int
-    vocabulary: Vocabulary | None = None  # the guided policy's token sets, for its samples' log-probs
+    # the guided policy's token sets, for its samples' log-probs: the local decoder's, or the masks rebuilt for vLLM's
+    vocabulary: Vocabulary | GrammarMasks | None = None
     anchor: list[Sample] = field(default_factory=list)  # SFT examples for grpo.sft_weight
 
     @property

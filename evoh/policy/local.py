@@ -104,6 +104,11 @@ def chat_prompt(tokenizer, view: TurnView) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
+def stop_token_ids(tokenizer, eos: int | list[int] | None) -> set[int]:
+    """The tokens that end a response: the generation config's end tokens (one or a list) and the tokenizer's."""
+    return {t for t in (eos if isinstance(eos, list) else [eos]) if t is not None} | {tokenizer.eos_token_id}
+
+
 def completion_length(row: list[int], stop_ids: set[int], pad_id: int | None) -> int:
     """How many generated tokens the response is: through the first end-of-turn token, before padding."""
     for i, token in enumerate(row):
@@ -145,8 +150,7 @@ class LocalPolicy:
         self.keep_tokens = keep_tokens
         self._weights: dict[str, str | None] | None = None
         self._vocabulary: Vocabulary | None = None
-        stop = self.model.generation_config.eos_token_id
-        self.stop_ids = set(stop if isinstance(stop, list) else [stop]) | {self.tokenizer.eos_token_id}
+        self.stop_ids = stop_token_ids(self.tokenizer, self.model.generation_config.eos_token_id)
         if loaded is None:
             torch.manual_seed(seed)
 

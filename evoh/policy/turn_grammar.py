@@ -171,13 +171,14 @@ class GrammarMasks:
             self.rows.append(row.clone())
         return self._index[key]
 
-    def allowed_matrix(self, positions: Sequence[int]):
-        """One boolean row per position over the vocabulary (bit ``i % 32`` of word ``i // 32`` is token ``i``)."""
+    def allowed_matrix(self, masks: Sequence[int]):
+        """One boolean row over the vocabulary per mask (what ``replay`` gave each position): bit ``i % 32`` of
+        word ``i // 32`` is token ``i``."""
         import torch
 
-        words = torch.stack([self.rows[p] for p in positions])
+        words = torch.stack([self.rows[m] for m in masks])
         bits = (words.unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
-        return bits.reshape(len(positions), -1).bool()
+        return bits.reshape(len(masks), -1).bool()
 
     def clear(self) -> None:
         """Forget the masks: an update's samples are scored before the next update's rollouts begin."""

@@ -27,7 +27,7 @@ from evoh.harness.episode import TurnTokens, TurnView
 from evoh.models.hub import model_directory
 from evoh.policy.base import Completion
 from evoh.policy.guided import ActionGrammar
-from evoh.policy.local import STOP, chat_prompt
+from evoh.policy.local import STOP, chat_prompt, stop_token_ids
 from evoh.policy.turn_grammar import GrammarMasks, TurnCompiler, structured_outputs
 from evoh.workspace import fingerprint, weights_identity
 
@@ -38,12 +38,12 @@ def can_serve(adapter: Path | None, guided: bool = False) -> tuple[bool, str]:
     """Whether vLLM can generate for this run here, and if not, why."""
     import torch
 
-    if guided and importlib.util.find_spec("xgrammar") is None:  # to rebuild the masks vLLM applied, for GRPO
-        return False, "guided rollouts need xgrammar (pip install 'evoh[grammar]')"
     if importlib.util.find_spec("vllm") is None:
         return False, "the vllm package is not installed"
     if not torch.cuda.is_available():
         return False, "no CUDA device is visible"
+    if guided and importlib.util.find_spec("xgrammar") is None:  # to rebuild the masks vLLM applied, for GRPO
+        return False, "guided rollouts need xgrammar (pip install 'evoh[grammar]')"
     if adapter is not None and (adapter / "adapter_config.json").exists():
         if orjson.loads((adapter / "adapter_config.json").read_bytes()).get("modules_to_save"):
             return False, "the adapter trains embeddings in full, which vLLM cannot serve as LoRA"
@@ -51,7 +51,12 @@ def can_serve(adapter: Path | None, guided: bool = False) -> tuple[bool, str]:
 
 
 def choose_generator(wanted: str, adapter: Path | None, guided: bool = False) -> str:
-    """``auto`` takes vLLM where it can serve the run, else transformers; an explicit ``vllm`` must be possible."""
+    """``auto`` takes vLLM where it can serve the run, else transformers; an explicit ``vllm`` must be possible.
+    Guided rollouts go to vLLM only when asked: its grammar keeps no tokens back for the action, so a response
+    that spends ``grpo.max_tokens`` on thought ends without one, where the transformers decoder closes it."""
+    if guided and wanted == "auto":
+        log.info("rollouts through transformers: guided rollouts use vLLM only with grpo.generator = vllm")
+        return "transformers"
     ok, why = can_serve(adapter, guided)
     if wanted == "vllm" and not ok:
         fix = "install evoh[grammar]" if "xgrammar" in why else "install vllm on a CUDA node"
@@ -114,10 +119,10 @@ class VllmPolicy:
         if self._masks is None:
             from transformers import AutoConfig, GenerationConfig
 
-            stop = {self.tokenizer.eos_token_id}
+            eos = None
             with contextlib.suppress(OSError):  # a model without a generation config stops at the tokenizer's end
                 eos = GenerationConfig.from_pretrained(self.base).eos_token_id
-                stop |= set(eos if isinstance(eos, list) else [eos])
+            stop = stop_token_ids(self.tokenizer, eos)
             size = AutoConfig.from_pretrained(self.base).vocab_size
             self._masks = GrammarMasks(TurnCompiler(self.tokenizer, size, sorted(t for t in stop if t is not None)))
         return self._masks

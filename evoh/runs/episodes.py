@@ -33,7 +33,7 @@ from evoh.memory import release_freed_memory
 from evoh.policy.base import Policy
 from evoh.records import EpisodeRecord
 from evoh.rollout import rollout
-from evoh.runs.key import check_same_run, run_key
+from evoh.runs.key import check_same_run, record_run, run_key
 from evoh.runs.summary import latest, summarize
 from evoh.workspace import (
     RECIPE_FILE,
@@ -279,7 +279,9 @@ def run_split(
     started = time.time()
     with workspace.writing(stage, unfinish=False) as directory:
         hint = f"use a new workspace (-w) or another --name, or delete {directory} to start over"
-        check_same_run(directory, _run_key(stage, recipe, play, listed, policy), hint)
+        key = _run_key(stage, recipe, play, listed, policy)
+        if not check_same_run(directory, key, hint):
+            record_run(directory, key)
         # the records to resume are input: a damaged one is refused before a finished stage is touched
         read_jsonl(directory / records_file, warn_torn=False)  # opening them drops a torn line, and says so
         _load_state(directory, bank_path)

@@ -21,11 +21,12 @@ from evoh.workspace import atomic_write_json, file_sha256, fingerprint, weights_
 RUN_FILE = "run.json"
 
 
-def run_key(stage: str, settings: dict[str, Any], inputs: Any, extendable: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The key of one run of ``stage``. ``extendable`` names settings (``key`` or ``section.key``) left out
-    because changing them continues a run rather than making another one."""
+def run_key(stage: str, settings: dict[str, Any], inputs: Any, left_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The key of one run of ``stage``. ``left_out`` names settings (``key`` or ``section.key``) a run may change
+    and stay the same run: those that only make it longer (more updates) or change how it computes or what it
+    measures, not what it learns (a micro-batch's size, the validation games)."""
     fixed = copy.deepcopy(settings)
-    for path in extendable:
+    for path in left_out:
         *section, name = path.split(".")
         (fixed.get(section[0], {}) if section else fixed).pop(name, None)
     # a JSON round trip, so that a key compares equal to the same key read back from run.json
@@ -50,7 +51,8 @@ def key_id(key: dict[str, Any]) -> str:
 
 
 def changed_settings(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """The dotted names of the settings and inputs in which two keys differ."""
+    """The dotted names of the settings and inputs in which two keys differ, named as the recipe names them
+    where they are recipe settings (``play.seed`` of an eval run is ``eval.seed``)."""
     found: list[str] = []
 
     def walk(a: Any, b: Any, prefix: str) -> None:
@@ -62,36 +64,40 @@ def changed_settings(previous: dict[str, Any], current: dict[str, Any]) -> list[
 
     walk(previous.get("settings"), current.get("settings"), "")
     walk(previous.get("inputs"), current.get("inputs"), "inputs")
-    # a stage that declares one section's settings (sft) names them bare: qualify them as the recipe does
-    return [name if "." in name else f"{current['stage']}.{name}" for name in found if name] or ["stage"]
+    stage = current["stage"]
+    # a stage that declares one section's settings (sft) names them bare; collect and eval name theirs `play`
+    named = [f"{stage}.{n}" if "." not in n else f"{stage}.{n[5:]}" if n.startswith("play.") else n for n in found if n]
+    return named or ["stage"]
 
 
-def _read(directory: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+def _read(directory: Path) -> dict[str, Any] | None:
     path = directory / RUN_FILE
     if not path.exists():
         return None
     previous = orjson.loads(path.read_bytes())
     if "stage" not in previous:  # written before keys named their stage: its whole body is the settings
-        previous = {"stage": key["stage"], "settings": previous, "inputs": key["inputs"]}
+        previous = {"settings": previous}
     return previous
 
 
 def run_settings(directory: Path) -> dict[str, Any]:
     """The settings of the run a directory holds (empty where it records none): e.g. which world it played."""
-    if not (directory / RUN_FILE).is_file():
-        return {}
-    return _read(directory, {"stage": "", "inputs": {}})["settings"]
+    previous = _read(directory)
+    return previous["settings"] if previous else {}
 
 
-def check_same_run(directory: Path, key: dict[str, Any], hint: str) -> None:
-    """Refuse, naming what changed, to continue the run in ``directory`` under another key; record the key
-    where the directory holds none yet."""
-    previous = _read(directory, key)
+def check_same_run(directory: Path, key: dict[str, Any], hint: str) -> bool:
+    """Refuse, naming what changed, to continue the run in ``directory`` under another key. False where the
+    directory records no key (an earlier evoh wrote it): the caller records one, and nothing was checked."""
+    previous = _read(directory)
     if previous is None:
-        record_run(directory, key)
-    elif previous != key:
+        return False
+    if "stage" not in previous:
+        previous = {**key, "settings": previous["settings"]}
+    if previous != key:
         changed = ", ".join(changed_settings(previous, key))
-        raise EvohError(f"{directory} holds a run made with other settings ({changed})", hint=hint)
+        raise EvohError(f"{directory} holds a run made with other settings or inputs ({changed})", hint=hint)
+    return True
 
 
 def record_run(directory: Path, key: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ def tensorboard_callback(report_to: list[str], directory: Path) -> list[Any]:
     return [TensorBoardCallback(SummaryWriter(log_dir=str(directory / "tensorboard")))]
 
 
-def metrics_callbacks(metrics_file: Path, started: float) -> list[Any]:
+def metrics_callbacks(metrics_file: Path) -> list[Any]:
     """Every log to sft/metrics.jsonl (main process), and freed memory handed back to the system at each log."""
     from transformers import TrainerCallback
 

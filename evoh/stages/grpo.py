@@ -77,7 +77,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
     resuming, key = _resume_point(recipe, workspace, read, resume, main)
     started = time.time()
     with workspace.writing(STAGE) if main else contextlib.nullcontext(directory):
-        if main and not resuming:
+        if main:
             record_run(directory, key)
         tokenizer, state, update, bank = _start(recipe, workspace, read, accelerator, precision, resume)
         if callbacks.on_start:
@@ -136,19 +136,22 @@ def _start(recipe: Recipe, workspace: Workspace, read: Inputs, accelerator, prec
     return tokenizer, state, update, bank
 
 
-def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bool, main: bool) -> tuple[bool, dict[str, Any]]:
-    """Whether the run continues from a checkpoint, and its key. Checkpoints are never trained over without
-    ``--resume``, nor continued under other settings or from other inputs (checked on the main process)."""
+def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bool, main: bool) -> tuple[bool, dict | None]:
+    """Whether the run continues from a checkpoint, and (on the main process, which writes it) the run's key.
+    Checkpoints are never trained over without ``--resume``, nor continued under other settings or inputs."""
     directory = workspace.path(STAGE)
     resuming = latest_checkpoint(directory) is not None
-    if main and resuming and not resume:
+    if not main:
+        return resuming, None
+    if resuming and not resume:
         raise EvohError(
             f"{directory / 'checkpoints'} holds checkpoints of an earlier run",
             hint="pass --resume to continue it, or delete the grpo/ folder",
         )
-    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE)
-    if main and resuming:
-        check_same_run(directory, key, "resume with the settings it was made with, or delete the grpo/ folder to start over")
+    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE + COMPUTE_ONLY)
+    hint = "resume with the settings and inputs it was made with, or delete the grpo/ folder to start over"
+    if resuming and not check_same_run(directory, key, hint):
+        log.warning("%s records no run key (an earlier evoh wrote it): its settings are not checked", directory)
     return resuming, key
 
 
@@ -179,6 +182,17 @@ def inputs(recipe: Recipe) -> list[str]:
 
 # settings that only make a run longer: a run that changed only these continues from its checkpoints
 EXTENDABLE = ("grpo.updates", "grpo.save_every", "grpo.val_every")
+# settings that change how a run computes or what it measures, not what it learns, so a resumed run may change
+# them (after running out of memory, say); the base model is keyed by what its weights hold, wherever they lie
+COMPUTE_ONLY = (
+    "grpo.micro_batch_tokens",
+    "grpo.gradient_checkpointing",
+    "grpo.vllm_memory",
+    "grpo.val_split",
+    "grpo.val_limit",
+    "grpo.drift_examples",
+    "grpo.model",
+)
 
 
 def manifest(recipe: Recipe, inputs: Inputs, state: TrainState, generator: str, precision: str) -> dict[str, Any]:

@@ -108,26 +108,30 @@ class Pipeline:
         inputs: list[str],
         action: Callable[[bool], dict[str, Any]],
         extendable: tuple[str, ...] = (),
+        compute_only: tuple[str, ...] = (),
         measures: bool = False,
         plays: bool = False,
     ) -> dict[str, Any]:
         """Run ``action(resume)`` unless the stage already finished with this key; record what happened.
 
-        ``extendable`` names settings (``key`` or ``section.key``) that only make a run longer: a stage whose other
-        settings are unchanged continues from its checkpoints instead of starting over. A stage that ``measures``
+        ``extendable`` and ``compute_only`` name settings (``key`` or ``section.key``) a run may change and continue:
+        those that only make it longer, and those that change how it computes, not what it learns. A stage whose
+        other settings are unchanged continues from its checkpoints instead of starting over. A stage that ``measures``
         (an evaluation) starts over when its settings or inputs changed: its old episodes measured other weights.
         A stage that ``plays`` episodes and ends with some in errors is not recorded as finished: the pipeline stops
         there (exit 1), and the next run resumes it, retrying them, before anything is built on its output."""
         inputs_keys = [self._input_key(i) for i in inputs]
         key = key_id(run_key(stage, settings, inputs_keys))  # this exact run: finished, it is skipped
-        identity = key_id(run_key(stage, settings, inputs_keys, extendable))  # the same run, perhaps made longer
+        identity = key_id(run_key(stage, settings, inputs_keys, extendable + compute_only))  # the same run, made longer
+        # how an evoh that knew no compute-only settings named the same run, so that its runs resume too
+        earlier = key_id(run_key(stage, settings, inputs_keys, extendable))
         self.keys[stage] = key
         skip = self._finished_with(stage, key)
         if self.hooks.on_stage:
             self.hooks.on_stage(stage, not skip)
         if skip:
             return {"stage": stage, "ran": False, "seconds": 0.0}
-        resume = self.state.get(stage, {}).get("identity") == identity  # the same run, interrupted or made longer
+        resume = self.state.get(stage, {}).get("identity") in (identity, earlier)  # the same run, interrupted or longer
         if measures and not resume and self.workspace.path(stage).is_dir():
             shutil.rmtree(self.workspace.path(stage))
         checkpoints = self.workspace.path(stage) / "checkpoints"
@@ -229,7 +233,11 @@ class Pipeline:
 
         r, ws = self.recipe, self.workspace
         action = lambda resume: sft.run(r, ws, resume=resume)
-        return [self._step("sft", sft.settings(r, ws), sft.inputs(r), action, extendable=sft.EXTENDABLE)]
+        return [
+            self._step(
+                "sft", sft.settings(r, ws), sft.inputs(r), action, extendable=sft.EXTENDABLE, compute_only=sft.COMPUTE_ONLY
+            )
+        ]
 
     def _grpo(self) -> list[dict[str, Any]]:
         import contextlib
@@ -252,7 +260,7 @@ class Pipeline:
             result["plots"] = plot.run(self.workspace)
             return result
 
-        return [self._step("grpo", settings, inputs, action, extendable=grpo.EXTENDABLE)]
+        return [self._step("grpo", settings, inputs, action, extendable=grpo.EXTENDABLE, compute_only=grpo.COMPUTE_ONLY)]
 
     def _eval(self) -> list[dict[str, Any]]:
         from evoh.stages import evaluate

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import sys
@@ -35,6 +36,7 @@ from evoh.tracking import PROJECT, check_trackers, close_trackio, run_name
 from evoh.workspace import TRAINED_WEIGHTS, Workspace, file_sha256, weights_identity
 
 STAGE = "sft"
+log = logging.getLogger(__name__)
 
 
 def check_4bit(load_in_4bit: bool) -> None:
@@ -83,6 +85,9 @@ def inputs(recipe: Recipe) -> list[str]:
 
 # settings that only make a run longer: a run that changed only these continues from its checkpoints
 EXTENDABLE = ("max_steps", "epochs", "save_steps", "eval_steps", "logging_steps")
+# settings that change how a run computes, not what it learns, so a resumed run may change them (after running out
+# of memory, say); the base model is keyed by what its weights hold, wherever they lie
+COMPUTE_ONLY = ("per_device_batch", "gradient_checkpointing", "model")
 
 
 def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str, Any]:
@@ -104,7 +109,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
     checkpoints = workspace.path(STAGE) / "checkpoints"
     with lock as directory:
         directory = Path(directory)
-        if checkpoint is None and rank() == 0:
+        if rank() == 0:
             record_run(directory, key)
         model, tokenizer = _base_model(c, model_dir, bf16, cuda)
         args = _training_args(c, workspace, checkpoints, accumulation, cuda, bf16, evaluate="val" in files)
@@ -118,7 +123,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False) -> dict[str,
             eval_dataset=data.get("val"),
             processing_class=tokenizer,
             peft_config=_lora_config(c),
-            callbacks=[*metrics_callbacks(metrics_file, started), *tensorboard_callback(c.report_to, directory)],
+            callbacks=[*metrics_callbacks(metrics_file), *tensorboard_callback(c.report_to, directory)],
         )
         if args.disable_tqdm:
             from transformers.trainer_callback import PrinterCallback
@@ -146,11 +151,12 @@ def _resume_point(
         )
     checkpoint = resumable_checkpoint(checkpoints) if resume else None
     read = {"examples": {name: file_key(Path(path)) for name, path in files.items()}, "base_model": weights_key(model_dir)}
-    key = run_key(STAGE, settings(recipe, workspace), read, EXTENDABLE)
+    key = run_key(STAGE, settings(recipe, workspace), read, EXTENDABLE + COMPUTE_ONLY)
     if checkpoint is not None:
         check_same_method(checkpoint, recipe.sft.full)
-        hint = "resume with the settings it was made with, or delete the sft/ folder to start over"
-        check_same_run(workspace.path(STAGE), key, hint)
+        hint = "resume with the settings and inputs it was made with, or delete the sft/ folder to start over"
+        if not check_same_run(workspace.path(STAGE), key, hint):
+            log.warning("%s records no run key (an earlier evoh wrote it): its settings are not checked", checkpoint.parent)
     return checkpoint, key
 
 
