@@ -128,68 +128,65 @@ def success_figure(metrics: list[dict[str, Any]], validation: list[dict[str, Any
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evoh.inspection.figures import SERIES_COLORS, integer_updates, legend_outside
-
-    updates = [m["update"] for m in metrics]
     drift = [v for v in validation if v.get("drift")]
     fig, panels = plt.subplots(1, 3 if drift else 2, figsize=(18 if drift else 12, 5.2), layout="constrained")
-    left, right = panels[0], panels[1]
-    _success_band(left, updates, metrics, SERIES_COLORS["rollouts"], "o", "training rollouts")
+    _success_panel(panels[0], metrics, validation)
+    _reward_panel(panels[1], metrics)
+    if drift:
+        _drift_panel(panels[2], drift)
+    fig.suptitle(heading, fontsize=10)
+    return fig
+
+
+def _success_panel(left, metrics: list[dict[str, Any]], validation: list[dict[str, Any]]) -> None:
+    from evoh.inspection.figures import SERIES_COLORS, integer_updates, legend_outside
+
+    _success_band(left, [m["update"] for m in metrics], metrics, SERIES_COLORS["rollouts"], "o", "training rollouts")
     greedy = [m for m in metrics if m.get("greedy")]
     if greedy:
-        _success_band(
-            left,
-            [m["update"] for m in greedy],
-            [m["greedy"] for m in greedy],
-            SERIES_COLORS["greedy"],
-            "s",
-            "their greedy rollouts",
-        )
+        updates = [m["update"] for m in greedy]
+        _success_band(left, updates, [m["greedy"] for m in greedy], SERIES_COLORS["greedy"], "s", "their greedy rollouts")
     if validation:
-        _success_band(
-            left, [v["update"] for v in validation], validation, SERIES_COLORS["validation"], "^", "validation (greedy)"
-        )
+        updates = [v["update"] for v in validation]
+        _success_band(left, updates, validation, SERIES_COLORS["validation"], "^", "validation (greedy)")
     integer_updates(left)
     left.set_ylabel("success (%)")
     left.set_ylim(-2, 102)
     left.set_title("Success (bands: 95% Wilson intervals)")
     legend_outside(left)
+
+
+def _reward_panel(right, metrics: list[dict[str, Any]]) -> None:
+    from evoh.inspection.figures import SERIES_COLORS, integer_updates, legend_outside
+
+    updates = [m["update"] for m in metrics]
     means = [m["reward_mean"] for m in metrics]
     stds = [m["reward_std"] for m in metrics]
     right.plot(updates, means, color=SERIES_COLORS["reward"], marker="o", markersize=4, label="mean reward")
+    low, high = [a - b for a, b in zip(means, stds)], [a + b for a, b in zip(means, stds)]
     right.fill_between(
-        updates,
-        [a - b for a, b in zip(means, stds)],
-        [a + b for a, b in zip(means, stds)],
-        color=SERIES_COLORS["reward"],
-        alpha=0.2,
-        linewidth=0,
-        label="± one standard deviation",
+        updates, low, high, color=SERIES_COLORS["reward"], alpha=0.2, linewidth=0, label="± one standard deviation"
     )
     integer_updates(right)
     right.set_title("Reward over an update's rollouts")
     legend_outside(right)
-    if drift:
-        moved, kl = panels[2], panels[2].twinx()
-        done = [v["update"] for v in drift]
-        flips = moved.plot(
-            done,
-            [100 * v["drift"]["flips"] for v in drift],
-            "-o",
-            markersize=4,
-            color=SERIES_COLORS["flips"],
-            label="most likely token changed",
-        )
-        kls = kl.plot(
-            done, [v["drift"]["kl"] for v in drift], "--s", markersize=4, color=SERIES_COLORS["kl"], label="KL to the reference"
-        )
-        integer_updates(moved)
-        moved.set_ylabel("most likely token changed (% of tokens)", color=SERIES_COLORS["flips"])
-        kl.set_ylabel("KL to the reference per token", color=SERIES_COLORS["kl"])
-        moved.set_title("Drift on refine's held-out responses")
-        legend_outside(moved, flips + kls, [line.get_label() for line in flips + kls])
-    fig.suptitle(heading, fontsize=10)
-    return fig
+
+
+def _drift_panel(moved, drift: list[dict[str, Any]]) -> None:
+    from evoh.inspection.figures import SERIES_COLORS, integer_updates, legend_outside
+
+    kl = moved.twinx()
+    done = [v["update"] for v in drift]
+    changed = [100 * v["drift"]["flips"] for v in drift]
+    flips = moved.plot(done, changed, "-o", markersize=4, color=SERIES_COLORS["flips"], label="most likely token changed")
+    kls = kl.plot(
+        done, [v["drift"]["kl"] for v in drift], "--s", markersize=4, color=SERIES_COLORS["kl"], label="KL to the reference"
+    )
+    integer_updates(moved)
+    moved.set_ylabel("most likely token changed (% of tokens)", color=SERIES_COLORS["flips"])
+    kl.set_ylabel("KL to the reference per token", color=SERIES_COLORS["kl"])
+    moved.set_title("Drift on refine's held-out responses")
+    legend_outside(moved, flips + kls, [line.get_label() for line in flips + kls])
 
 
 def run(workspace: Workspace, out: Path | None = None) -> dict[str, Any]:
