@@ -232,7 +232,7 @@ def test_eval_plays_the_games_a_list_names(alfworld_data: Path, tmp_path: Path):
     assert sorted(r["task"]["id"] for r in records) == [t.id for t in chosen]
     listing.write_text(f"{chosen[0].id}\n")  # another list under the same name would mix two experiments
     refused = evoh(*args)
-    assert refused.exit_code == 2 and "play.games" in refused.stderr
+    assert refused.exit_code == 2 and "(eval.games)" in refused.stderr
     wrong = evoh(
         "eval",
         "-w",
