@@ -53,7 +53,7 @@ run sft    evoh sft -w "$WS" --model "$MODEL" --load-in-4bit --max-steps 30 --lr
   --set sft.batch_size=8 --set sft.per_device_batch=8 --set sft.max_length=2048 --set sft.save_steps=30 --set sft.eval_steps=30
 run grpo   evoh grpo -w "$WS" "${WORLD[@]}" --updates 2 --tasks-per-update 4 --group-size 4 --max-steps 20 --lr 1e-5 \
   --set grpo.max_tokens=64 --set grpo.val_every=0 --set grpo.save_every=1 --set env.max_steps=20 \
-  --set model.guided=true  # vLLM samples under the turn grammar where it is importable; the trainer rebuilds its masks
+  --set model.guided=true  # under the turn grammar, through transformers (grpo.generator = vllm would sample with vLLM)
 run export evoh export -w "$WS" --from grpo --out "$WS/export/model" --force
 if [[ -n "${VLLM:-}" ]]; then
   "$VLLM" serve "$WS/export/model" --port 8011 --gpu-memory-utilization 0.5 >"$WS.vllm.log" 2>&1 &
