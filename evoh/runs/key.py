@@ -1,10 +1,11 @@
 """Whether a stage's directory holds the same run: one key, decided one way, for `evoh run` and for every stage.
 
 A run key is the stage's name, the settings it declares (less those that only make a run longer, such as
-more updates), and what it read: the keys of upstream stages under `evoh run`, hashes of its input files
-when a stage runs by itself. `evoh run` compares fingerprints of keys to decide whether a stage is done,
-resumes or starts over; each stage keeps its key in ``run.json`` and refuses to resume a run whose key
-differs, naming the settings that changed, because continuing it would mix two experiments in one result.
+more updates, or change how it computes and not what it learns), and what it read: the keys of upstream
+stages under `evoh run`, hashes of its input files when a stage runs by itself. `evoh run` compares
+fingerprints of keys to decide whether a stage is done, resumes or starts over; each stage keeps its key in
+``run.json`` and refuses to resume a run whose key differs, naming the settings that changed, because
+continuing it would mix two experiments in one result.
 """
 
 from __future__ import annotations
