@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from evoh.workspace import (
     JsonlLog,
     Workspace,
     atomic_write_json,
+    file_sha256,
     fingerprint,
     read_jsonl,
 )
@@ -186,3 +188,17 @@ def test_two_runs_cannot_write_one_stage(tmp_path: Path):
         proc.wait()
     with Workspace(tmp_path / "ws").writing("collect"):  # the kernel released the dead run's lock
         pass
+
+
+def test_a_file_hash_is_read_once_and_a_rewrite_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    shard = tmp_path / "model.safetensors"
+    shard.write_bytes(b"a" * 4096)
+    first = file_sha256(shard)
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    assert file_sha256(shard) == first and opened == []  # the stage's run key and manifest read it once
+    with real_open(shard, "r+b") as f:  # the same size, rewritten in place: its mtime moves
+        f.write(b"b")
+    os.utime(shard, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    assert file_sha256(shard) == hashlib.sha256(b"b" + b"a" * 4095).hexdigest() != first
