@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evoh.inspection.report import mcnemar_p, paired
+from evoh.inspection.report import mcnemar_p, p_value, paired, versus_cell
 
 
 def test_mcnemar_p_is_the_exact_two_sided_binomial_tail():
@@ -21,3 +21,10 @@ def test_paired_counts_only_the_games_both_runs_finished():
     other = {"a": (False, ("go to desk 2",)), "b": (True, ("look",)), "c": (True, ("look",)), "e": (True, ("look",))}
     result = paired(base, other)
     assert result == {"games": 3, "gained": 1, "lost": 1, "played_differently": 1, "p": 1.0}
+
+
+def test_a_tiny_p_value_is_printed_as_below_a_thousandth_not_as_zero():
+    row = {"vs": {"gained": 31, "lost": 3, "games": 200, "played_differently": 182, "p": mcnemar_p(3, 31)}}
+    assert versus_cell(row, detail=False) == "+31 −3 (<0.001)"
+    assert "(p <0.001)" in versus_cell(row)
+    assert [p_value(p) for p in (1.0, 0.0449, 0.0021)] == ["1.00", "0.04", "0.002"]

@@ -109,8 +109,13 @@ def versus_cell(row: dict[str, Any], detail: bool = True) -> str:
     if vs is None:
         return "-"
     if not detail:
-        return f"+{vs['gained']} −{vs['lost']} ({vs['p']:.2f})"
-    return f"+{vs['gained']} −{vs['lost']} of {vs['games']} (p {vs['p']:.2f}), {vs['played_differently']} played differently"
+        return f"+{vs['gained']} −{vs['lost']} ({p_value(vs['p'])})"
+    return f"+{vs['gained']} −{vs['lost']} of {vs['games']} (p {p_value(vs['p'])}), {vs['played_differently']} played differently"
+
+
+def p_value(p: float) -> str:
+    """Two decimals, and "<0.001" rather than a "0.00" that reads as no chance at all."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
 def cell(value: float | None, digits: int = 1) -> str:
