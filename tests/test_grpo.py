@@ -30,6 +30,7 @@ METRICS = {
     "meta_rate",
     "meta_rate_reinforced",
     "meta_rate_suppressed",
+    "groups",
     "meta_idle",
     "revisits",
     "invalid_rate",
@@ -171,6 +172,10 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
         for a, b in pairs.values():
             assert a["advantage"] == pytest.approx(-b["advantage"], abs=1e-3) and a["trained"] and b["trained"]
             assert (a["reward"] > b["reward"]) == (a["advantage"] > 0) or a["reward"] == b["reward"]
+        ends = [{a["won"], b["won"]} for a, b in pairs.values()]
+        assert metrics[u]["groups"] == {
+            "lost": ends.count({False}), "contrasting": ends.count({True, False}), "all_won": ends.count({True})
+        }  # fmt: skip
     # the rollouts start from the teacher's bank (what recall answered in the SFT examples), frozen within an update
     start = Bank.load(trained / "collect" / "bank.json").digest()
     assert [len({r["bank"] for r in rollouts if r["update"] == u}) for u in (0, 1)] == [1, 1]

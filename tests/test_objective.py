@@ -428,3 +428,17 @@ def test_meta_pressure_says_which_way_an_update_pushes_the_rate_of_harness_calls
     assert flipped["meta_rate_reinforced"] < flipped["meta_rate"] < flipped["meta_rate_suppressed"]
     untrained = meta_pressure([{**x, "trained": False} for x in lines])
     assert untrained["meta_rate_reinforced"] is None and untrained["meta_rate_suppressed"] is None
+
+
+def test_group_outcomes_count_the_games_by_how_their_rollouts_ended():
+    """Only the games whose rollouts all won let the efficiency term decide what is reinforced; the count must
+    tell them from the mixed and the lost ones, and leave out a rollout an engine error cut short."""
+    from evoh.grpo.metrics import group_outcomes
+
+    def line(task: str, won: bool) -> dict:
+        return {"task": task, "won": won, "advantage": 0.0, "trained": True}
+
+    lines = [line("a", True), line("a", True), line("b", True), line("b", False), line("c", False), line("c", False)]
+    lines += [line("d", True), {"task": "d", "won": False, "error": "engine"}]
+    assert group_outcomes(lines) == {"lost": 1, "contrasting": 1, "all_won": 2}
+    assert group_outcomes([]) == {"lost": 0, "contrasting": 0, "all_won": 0}

@@ -164,6 +164,12 @@ def _pressure(m: dict) -> str:
     return f" ({m['meta_rate']:.2f}/turn, pushed {m['meta_rate_reinforced']:.2f})"
 
 
+def _groups(m: dict) -> str:
+    """``  games 7 lost, 24 mixed, 1 won``: the update's games whose rollouts all lost, differed, all won."""
+    g = m.get("groups")
+    return f"  games {g['lost']} lost, {g['contrasting']} mixed, {g['all_won']} won" if g else ""
+
+
 def update_line(m: dict) -> str:
     """An update's headline figures in one line."""
     val = m.get("validation")
@@ -176,6 +182,6 @@ def update_line(m: dict) -> str:
     learned = f"kl {m['kl']:.4f}  clip {m['clip_fraction']:.3f}" if m["kl"] is not None else "no game to learn from"
     return (
         f"update {m['update'] + 1}: success {100 * m['success']:.1f}%  reward {m['reward_mean']:+.2f}±{m['reward_std']:.2f}  "
-        f"meta {m['meta_actions']:.2f}/ep{_pressure(m)}  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
+        f"meta {m['meta_actions']:.2f}/ep{_pressure(m)}{_groups(m)}  invalid {100 * m['invalid_rate']:.0f}%  {learned}  "
         f"{m['rollout_seconds']:.0f}s+{m['update_seconds']:.0f}s{tail}"
     )

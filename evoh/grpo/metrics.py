@@ -95,6 +95,20 @@ def meta_pressure(lines: list[dict[str, Any]]) -> dict[str, float | None]:
     }
 
 
+def group_outcomes(lines: list[dict[str, Any]]) -> dict[str, int]:
+    """How an update's groups ended, from its rollouts.jsonl lines: ``lost`` (every rollout lost), ``contrasting``
+    (some won) and ``all_won``. Only in the groups that all won does the efficiency term, and with it the charge
+    on every harness call, decide which rollouts are pushed up; elsewhere the success term's difference outweighs
+    it. A run with few such groups cannot be expected to make its wins leaner (the paper's harness annealing
+    happened at high training success)."""
+    ends: dict[str, set[bool]] = {}
+    for line in lines:
+        if "advantage" in line:  # scored: an engine error is no evidence
+            ends.setdefault(line["task"], set()).add(bool(line["won"]))
+    kinds = [("all_won" if True in e else "lost") if len(e) == 1 else "contrasting" for e in ends.values()]
+    return {kind: kinds.count(kind) for kind in ("lost", "contrasting", "all_won")}
+
+
 def episode_line(
     update: int, key: tuple[str, int], record: EpisodeRecord, score: dict[str, Any], greedy: bool = False
 ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoh.env.types import Task
-from evoh.grpo.metrics import episode_figures, episode_line, meta_pressure, update_metrics
+from evoh.grpo.metrics import episode_figures, episode_line, group_outcomes, meta_pressure, update_metrics
 from evoh.grpo.objective import Sample, group_advantages, groups_to_train, rollouts_to_train
 from evoh.grpo.optimise import optimise
 from evoh.grpo.policies import Generators, is_greedy_rollout
@@ -125,5 +125,5 @@ def run_update(
             for r in played.rollouts
         ]
     )
-    metrics.update(meta_pressure(lines))
+    metrics.update(meta_pressure(lines), groups=group_outcomes(lines))
     return metrics, bank, lines
