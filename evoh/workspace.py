@@ -97,14 +97,16 @@ def fingerprint(obj: Any) -> str:
 
 def file_sha256(path: Path) -> str:
     """The file's SHA-256. A stage asks for the same weights shard more than once (its run key, its manifest),
-    and an 8B model's first shard takes seconds to read, so a hash is kept for as long as the file's inode,
-    size and modification time stay the same (a rewrite, atomic or in place, changes one of them)."""
+    and an 8B model's first shard takes seconds to read, so a hash is kept while the file's device, inode, size,
+    modification time and status-change time stay the same. The last is the kernel's own: a tool that writes a
+    file and then sets its mtime back (`cp -p`, `rsync -t`, `tar -x`) still moves it."""
     stat = os.stat(path)
-    return _sha256_of(str(Path(path).resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    return _sha256_of(str(Path(path).resolve()), key)
 
 
 @functools.lru_cache(maxsize=256)
-def _sha256_of(path: str, inode: int, size: int, mtime_ns: int) -> str:
+def _sha256_of(path: str, stat_key: tuple[int, ...]) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

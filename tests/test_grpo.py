@@ -174,7 +174,7 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
             assert (a["reward"] > b["reward"]) == (a["advantage"] > 0) or a["reward"] == b["reward"]
         ends = [{a["won"], b["won"]} for a, b in pairs.values()]
         assert metrics[u]["groups"] == {
-            "lost": ends.count({False}), "contrasting": ends.count({True, False}), "all_won": ends.count({True})
+            "all_lost": ends.count({False}), "contrasting": ends.count({True, False}), "all_won": ends.count({True})
         }  # fmt: skip
     # the rollouts start from the teacher's bank (what recall answered in the SFT examples), frozen within an update
     start = Bank.load(trained / "collect" / "bank.json").digest()

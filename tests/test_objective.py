@@ -440,5 +440,5 @@ def test_group_outcomes_count_the_games_by_how_their_rollouts_ended():
 
     lines = [line("a", True), line("a", True), line("b", True), line("b", False), line("c", False), line("c", False)]
     lines += [line("d", True), {"task": "d", "won": False, "error": "engine"}]
-    assert group_outcomes(lines) == {"lost": 1, "contrasting": 1, "all_won": 2}
-    assert group_outcomes([]) == {"lost": 0, "contrasting": 0, "all_won": 0}
+    assert group_outcomes(lines) == {"all_lost": 1, "contrasting": 1, "all_won": 2}
+    assert group_outcomes([]) == {"all_lost": 0, "contrasting": 0, "all_won": 0}

@@ -75,8 +75,9 @@ def test_the_grpo_update_line_names_the_games_by_how_their_rollouts_ended():
     from evoh.cli.grpo import update_line
 
     m = {"update": 7, "success": 0.359, "reward_mean": 3.54, "reward_std": 5.32, "meta_actions": 5.26, "meta_rate": 0.23,
-         "meta_rate_reinforced": 0.26, "groups": {"lost": 6, "contrasting": 25, "all_won": 1}, "invalid_rate": 0.0,
+         "meta_rate_reinforced": 0.26, "groups": {"all_lost": 6, "contrasting": 25, "all_won": 1}, "invalid_rate": 0.0,
          "kl": 0.0, "clip_fraction": 0.0, "rollout_seconds": 354, "update_seconds": 53}  # fmt: skip
     line = update_line(m)
-    assert line.startswith("update 8: success 35.9%") and "(0.23/turn, pushed 0.26)  games 6 lost, 25 mixed, 1 won" in line
+    assert line.startswith("update 8: success 35.9%")
+    assert "(0.23/turn, pushed 0.26)  games 6 all lost, 25 mixed, 1 all won" in line
     assert "games" not in update_line({k: v for k, v in m.items() if k != "groups"})  # metrics written before the figure

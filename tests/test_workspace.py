@@ -198,7 +198,13 @@ def test_a_file_hash_is_read_once_and_a_rewrite_is_read_again(tmp_path: Path, mo
     real_open = open
     monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
     assert file_sha256(shard) == first and opened == []  # the stage's run key and manifest read it once
-    with real_open(shard, "r+b") as f:  # the same size, rewritten in place: its mtime moves
+    before = os.stat(shard)
+    time.sleep(0.02)  # past a coarse kernel clock's tick, so the status-change time can move
+    with real_open(shard, "r+b") as f:  # the same size, rewritten in place, and its mtime set back (cp -p, rsync -t)
         f.write(b"b")
-    os.utime(shard, ns=(time.time_ns(), time.time_ns() + 1_000_000))
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert file_sha256(shard) == hashlib.sha256(b"b" + b"a" * 4095).hexdigest() != first
+    replacement = tmp_path / "replacement"
+    replacement.write_bytes(b"c" * 4096)
+    os.replace(replacement, shard)  # an atomic rewrite
+    assert file_sha256(shard) == hashlib.sha256(b"c" * 4096).hexdigest()

@@ -165,9 +165,9 @@ def _pressure(m: dict) -> str:
 
 
 def _groups(m: dict) -> str:
-    """``  games 7 lost, 24 mixed, 1 won``: the update's games whose rollouts all lost, differed, all won."""
+    """``  games 7 all lost, 24 mixed, 1 all won``: the update's games by how their rollouts ended."""
     g = m.get("groups")
-    return f"  games {g['lost']} lost, {g['contrasting']} mixed, {g['all_won']} won" if g else ""
+    return f"  games {g['all_lost']} all lost, {g['contrasting']} mixed, {g['all_won']} all won" if g else ""
 
 
 def update_line(m: dict) -> str:

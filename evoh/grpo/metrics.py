@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from evoh import tracking
+from evoh.grpo.objective import group_ends
 from evoh.grpo.state import TrainState
 from evoh.harness.reward import REWARD_PARTS
 from evoh.harness.turns import META_VERBS
@@ -96,17 +97,18 @@ def meta_pressure(lines: list[dict[str, Any]]) -> dict[str, float | None]:
 
 
 def group_outcomes(lines: list[dict[str, Any]]) -> dict[str, int]:
-    """How an update's groups ended, from its rollouts.jsonl lines: ``lost`` (every rollout lost), ``contrasting``
-    (some won) and ``all_won``. Only in the groups that all won does the efficiency term, and with it the charge
-    on every harness call, decide which rollouts are pushed up; elsewhere the success term's difference outweighs
-    it. A run with few such groups cannot be expected to make its wins leaner (the paper's harness annealing
-    happened at high training success)."""
-    ends: dict[str, set[bool]] = {}
-    for line in lines:
-        if "advantage" in line:  # scored: an engine error is no evidence
-            ends.setdefault(line["task"], set()).add(bool(line["won"]))
-    kinds = [("all_won" if True in e else "lost") if len(e) == 1 else "contrasting" for e in ends.values()]
-    return {kind: kinds.count(kind) for kind in ("lost", "contrasting", "all_won")}
+    """How an update's games ended, from its rollouts.jsonl lines: ``all_lost``, ``contrasting`` (some rollouts
+    won, some lost) and ``all_won``; rollouts an engine error cut short are left out, and a game with none left is
+    not counted. Only in the all-won games does the efficiency term (with the spam, invalid and idle terms) decide
+    which rollouts are pushed up; where some lost, the success term decides it, and a leaner win only gains
+    a little advantage over a longer one (the paper's harness annealing came at high training success)."""
+    scored = [line for line in lines if "advantage" in line]
+    ends = group_ends([line["won"] for line in scored], [line["task"] for line in scored]).values()
+    return {
+        "all_lost": sum(e == {False} for e in ends),
+        "contrasting": sum(len(e) == 2 for e in ends),
+        "all_won": sum(e == {True} for e in ends),
+    }
 
 
 def episode_line(

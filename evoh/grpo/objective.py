@@ -67,15 +67,21 @@ def group_advantages(
     return advantages
 
 
+def group_ends(outcomes: Sequence[bool], groups: Sequence[Hashable]) -> dict[Hashable, set[bool]]:
+    """How each group's rollouts ended: {False} all lost, {True} all won, both where they differ."""
+    ends: dict[Hashable, set[bool]] = {}
+    for outcome, group in zip(outcomes, groups, strict=True):
+        ends.setdefault(group, set()).add(bool(outcome))
+    return ends
+
+
 def groups_to_train(outcomes: Sequence[bool], groups: Sequence[Hashable], which: str = "all") -> set[Hashable]:
     """The groups an update learns from: ``all``; ``contrasting``, those whose rollouts did not all end the
     same way (DAPO's dynamic sampling); or ``won``, those with at least one win. In a group that all lost,
     only the shaping terms tell rollouts apart, and std normalisation scales those small differences to
     full-size advantages; in one that all won, what tells them apart is mostly the efficiency term, which
     pays for fewer turns (the paper's harness annealing)."""
-    seen: dict[Hashable, set[bool]] = {}
-    for outcome, group in zip(outcomes, groups, strict=True):
-        seen.setdefault(group, set()).add(bool(outcome))
+    seen = group_ends(outcomes, groups)
     if which == "contrasting":
         return {group for group, kinds in seen.items() if len(kinds) > 1}
     if which == "won":

@@ -114,7 +114,7 @@ def versus_cell(row: dict[str, Any], detail: bool = True) -> str:
 
 
 def p_value(p: float) -> str:
-    """Two decimals, and "<0.001" rather than a "0.00" that reads as no chance at all."""
+    """Two significant decimals, and "<0.001" rather than a "0.00" that reads as no chance at all."""
     return "<0.001" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
 
 
