@@ -134,7 +134,18 @@ def test_a_finished_runs_recipe_comes_from_its_stage_record(grpo_run: Path):
     (grpo_run / "evoh.toml").unlink()
     assert grpo_recipe(grpo_run) == "alfworld, GRPO 150 updates × 16 tasks × 8 rollouts, lr 1e-06, horizon 70, KL 0.01"
     (grpo_run / "grpo" / "stage.json").unlink()
-    assert grpo_recipe(grpo_run) == "recipe not recorded (no grpo/stage.json or evoh.toml)"
+    assert grpo_recipe(grpo_run) == "recipe not recorded (no grpo/stage.json, grpo/run.json or evoh.toml)"
+
+
+def test_an_unfinished_runs_recipe_is_the_one_it_started_with_not_the_workspaces(grpo_run: Path):
+    """A run stopped before its end has no stage.json; the settings its command line gave are in its key, and the
+    workspace's evoh.toml (the recipe without them) would misname it."""
+    from evoh.inspection.figures import grpo_recipe
+
+    given = {"tasks_per_update": 32, "group_size": 8, "lr": 1e-4, "max_steps": 30, "kl": 0.0}
+    key = {"stage": "grpo", "settings": {"env": {"kind": "minihouse"}, "grpo": given}, "inputs": {}}
+    (grpo_run / "grpo" / "run.json").write_text(json.dumps(key))
+    assert grpo_recipe(grpo_run) == "minihouse, GRPO 32 tasks × 8 rollouts an update, lr 0.0001, horizon 30, KL 0"
 
 
 # ---- evoh report ---------------------------------------------------------------------------------

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from evoh.inspection.report import mcnemar_p, p_value, paired, versus_cell
+from evoh.inspection.report import load_runs, mcnemar_p, p_value, paired, versus_cell
 
 
 def test_mcnemar_p_is_the_exact_two_sided_binomial_tail():
@@ -28,3 +31,13 @@ def test_a_tiny_p_value_is_printed_as_below_a_thousandth_not_as_zero():
     assert versus_cell(row, detail=False) == "+31 −3 (<0.001)"
     assert "(p <0.001)" in versus_cell(row)
     assert [p_value(p) for p in (1.0, 0.0449, 0.0021)] == ["1.00", "0.04", "0.002"]
+
+
+def test_runs_that_share_a_name_are_labelled_by_their_workspace(tmp_path: Path):
+    paths = []
+    for ws, name in (("sft-ws", "sft"), ("seed0", "grpo"), ("seed1", "grpo")):
+        run = tmp_path / ws / "eval" / name
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"name": name, "per_type": {}}))
+        paths.append(run)
+    assert [r["label"] for r in load_runs(paths)] == ["sft", "seed0/grpo", "seed1/grpo"]

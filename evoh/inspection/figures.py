@@ -85,21 +85,24 @@ def legend_outside(axis, handles=None, labels=None, title: str | None = None) ->
 
 def grpo_recipe(workspace_root: Path) -> str:
     """A GRPO run's recipe in a line: its world, schedule, step size, horizon and KL, read from grpo/stage.json
-    (written when the run ends) or else from the workspace's evoh.toml."""
+    (written when the run ends), else from the run's key in grpo/run.json (written when it starts: the settings
+    it was given on the command line too, less the number of updates, which may grow), else from the
+    workspace's evoh.toml."""
     config, world = None, None
     stage = workspace_root / "grpo" / "stage.json"
     if stage.is_file():
         record = orjson.loads(stage.read_bytes())
         data = str(record.get("data") or "")  # "minihouse:<size>", or the ALFWorld data folder
         config, world = record.get("config"), ("minihouse" if data.startswith("minihouse:") else "alfworld" if data else None)
+    started = run_settings(workspace_root / "grpo")
     recipe = _workspace_recipe(workspace_root)
-    if config is None:
-        config = recipe.get("grpo")
-    world = world or recipe.get("env", {}).get("kind")
+    config = config or started.get("grpo") or recipe.get("grpo")
+    world = world or (started.get("env") or {}).get("kind") or recipe.get("env", {}).get("kind")
     if not config:
-        return "recipe not recorded (no grpo/stage.json or evoh.toml)"
-    parts = [world or "alfworld"]
-    parts.append(f"GRPO {config['updates']} updates × {config['tasks_per_update']} tasks × {config['group_size']} rollouts")
+        return "recipe not recorded (no grpo/stage.json, grpo/run.json or evoh.toml)"
+    shape = f"{config['tasks_per_update']} tasks × {config['group_size']} rollouts"
+    updates = config.get("updates")
+    parts = [world or "alfworld", f"GRPO {updates} updates × {shape}" if updates else f"GRPO {shape} an update"]
     parts.append(f"lr {config['lr']:g}, horizon {config['max_steps']}, KL {config['kl']:g}")
     return ", ".join(parts)
 

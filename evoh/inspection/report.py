@@ -7,6 +7,7 @@ policies differ in many games both ways, so a gap of two or three games in succe
 
 from __future__ import annotations
 
+from collections import Counter
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ COLUMNS = ("pick", "look", "clean", "heat", "cool", "pick2")
 
 
 def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
-    """Each path is an eval run folder (or its summary.json); the label is the run's name."""
+    """Each path is an eval run folder (or its summary.json); the label is the run's name, with its workspace's
+    where two runs share a name."""
     runs = []
     for path in paths:
         file = path if path.is_file() else path / "summary.json"
@@ -35,6 +37,10 @@ def load_runs(paths: list[Path]) -> list[dict[str, Any]]:
             raise EvohError(f"{file} is not an evaluation summary", hint="pass folders written by evoh eval")
         label = summary.get("name") or file.parent.name
         runs.append({"label": label, "summary": summary, "path": str(file)})
+    names = Counter(run["label"] for run in runs)
+    for run in runs:  # seeds' runs share a name: the workspace (WS in WS/eval/<name>) tells them apart
+        if names[run["label"]] > 1:
+            run["label"] = f"{Path(run['path']).parent.parent.parent.name}/{run['label']}"
     return runs
 
 
