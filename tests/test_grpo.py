@@ -332,6 +332,33 @@ def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Pa
     assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look", "heat"}  # a short or a long type name
 
 
+def test_training_games_can_be_a_list_and_the_run_is_keyed_by_the_games_it_names(trained: Path, tmp_path: Path):
+    copy = tmp_path / "ws"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
+    listed = tmp_path / "games.txt"
+    listed.write_text("# two games\ntrain/look-00007\n\ntrain/cool-00003\n")
+    run = _grpo(copy, 1, "--games", str(listed), "--set", "grpo.val_every=0")
+    assert run.exit_code == 0, run.stderr
+    rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["task"] for r in rollouts} == {"train/look-00007", "train/cool-00003"}
+    key = json.loads((copy / "grpo" / "run.json").read_text())
+    assert "games.txt" not in json.dumps(key)  # the games named, not the list's path
+
+    moved = tmp_path / "moved.txt"
+    moved.write_text("train/look-00007\ntrain/cool-00003\n")
+    same = _grpo(copy, 2, "--games", str(moved), "--set", "grpo.val_every=0", "--resume")
+    assert same.exit_code == 0, same.stderr
+    moved.write_text("train/look-00008\ntrain/cool-00003\n")
+    other = _grpo(copy, 3, "--games", str(moved), "--set", "grpo.val_every=0", "--resume")
+    assert other.exit_code == 2 and "grpo.games" in other.stderr
+    moved.write_text("train/look-99999999\n")
+    fresh = tmp_path / "fresh"
+    shutil.copytree(trained, fresh, ignore=shutil.ignore_patterns("grpo"))
+    unknown = _grpo(fresh, 1, "--games", str(moved))
+    assert unknown.exit_code == 2 and "not playable train games" in unknown.stderr
+    assert not (fresh / "grpo").exists()
+
+
 @pytest.mark.parametrize("continue_adapter", [True, False])
 def test_the_reference_is_the_policy_the_run_starts_from(trained: Path, minihouse_model: Path, continue_adapter: bool):
     import torch

@@ -25,6 +25,7 @@ def grpo(
     lr: flag("grpo.lr") = None,
     kl: flag("grpo.kl") = None,
     bank: flag("grpo.bank") = None,
+    games: flag("grpo.games") = None,
     resume: Annotated[
         bool,
         typer.Option(

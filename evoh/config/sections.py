@@ -298,6 +298,13 @@ class GrpoConfig:
     split: str = setting("train", "the split training games are drawn from")
     limit: int = setting(0, "draw tasks from the first N games of the split; 0: all", NON_NEGATIVE)
     task_types: list[str] = setting([], "train on these types only (pick, look, clean, heat, cool, pick2); empty: all")
+    games: str = setting(
+        "",
+        (
+            "a file of task ids, one per line (as `evoh eval`'s games take them): tasks are drawn from those games "
+            'of the split only, after task_types and before limit; "": all'
+        ),
+    )
     max_steps: int = setting(70, "the horizon: every turn, harness calls included, spends one step", AT_LEAST_1)
     temperature: float = setting(1.0, "rollout sampling; the policy's log-probs use the same temperature", POSITIVE)
     top_p: float = setting(1.0, "rollout nucleus sampling (1: all tokens)", TOP_P)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evoh.config import Recipe, recipe_dict
+from evoh.config import GrpoConfig, Recipe, recipe_dict
 from evoh.errors import EvohError
 from evoh.grpo.anchor import anchor_examples, sft_examples
 from evoh.grpo.checkpoint import latest_checkpoint, resume_from, save_checkpoint, save_final
@@ -46,7 +46,7 @@ from evoh.memory import release_freed_memory
 from evoh.runs.episodes import bank_input, episode_settings, model_settings, play_settings
 from evoh.runs.key import check_same_run, record_run, run_key
 from evoh.tracking import run_name
-from evoh.workspace import Workspace, file_sha256, weights_identity
+from evoh.workspace import Workspace, file_sha256, fingerprint, weights_identity
 
 STAGE = "grpo"
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
     accelerator, precision = make_accelerator(g, workspace.path(STAGE))
     main = accelerator.is_main_process
-    tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types)
+    tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types, ids=listed_games(g))
     val_tasks = load_games(recipe.env, g.val_split, g.val_limit or None, spread=True) if g.val_every else []
     train_settings, val_settings = rollout_settings(recipe), episode_settings(recipe)  # validation plays as `evoh eval` does
     directory = workspace.path(STAGE)
@@ -167,7 +167,20 @@ def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
     declared["grpo"].pop("report_to")
     if not recipe.grpo.freeze_bank:  # added later: left out at its default, so earlier runs keep their keys
         declared["grpo"].pop("freeze_bank")
+    # the games a list names, not where the list lies; left out when there is none, as freeze_bank
+    listed = listed_games(recipe.grpo)
+    if listed:
+        declared["grpo"]["games"] = fingerprint(listed)
+    else:
+        declared["grpo"].pop("games")
     return declared
+
+
+def listed_games(g: GrpoConfig) -> list[str]:
+    """The task ids ``grpo.games`` names, or none when it names no file."""
+    from evoh.env.games import read_game_list
+
+    return read_game_list(g.games) if g.games else []
 
 
 def inputs(recipe: Recipe) -> list[str]:
