@@ -345,7 +345,7 @@ def test_training_games_can_be_a_list_and_the_run_is_keyed_by_the_games_it_names
     assert "games.txt" not in json.dumps(key)  # the games named, not the list's path
 
     moved = tmp_path / "moved.txt"
-    moved.write_text("train/look-00007\ntrain/cool-00003\n")
+    moved.write_text("train/cool-00003\ntrain/look-00007\ntrain/cool-00003\n")  # other order, a repeat: the same games
     same = _grpo(copy, 2, "--games", str(moved), "--set", "grpo.val_every=0", "--resume")
     assert same.exit_code == 0, same.stderr
     moved.write_text("train/look-00008\ntrain/cool-00003\n")
@@ -357,6 +357,20 @@ def test_training_games_can_be_a_list_and_the_run_is_keyed_by_the_games_it_names
     unknown = _grpo(fresh, 1, "--games", str(moved))
     assert unknown.exit_code == 2 and "not playable train games" in unknown.stderr
     assert not (fresh / "grpo").exists()
+
+
+def test_a_game_list_is_checked_before_any_stage_and_absent_from_keys_without_one(tmp_path: Path):
+    from evoh.config import Recipe
+    from evoh.errors import EvohError
+    from evoh.grpo.settings import check_settings
+    from evoh.stages import grpo
+    from evoh.workspace import Workspace
+
+    assert "games" not in grpo.settings(Recipe(), Workspace(tmp_path))["grpo"]  # earlier runs keep their keys
+    recipe = Recipe()
+    recipe.grpo.games = str(tmp_path / "missing.txt")
+    with pytest.raises(EvohError, match="cannot read the game list"):
+        check_settings(recipe)
 
 
 @pytest.mark.parametrize("continue_adapter", [True, False])

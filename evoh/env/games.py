@@ -252,7 +252,7 @@ def select_games(
                 f"(first: {unknown[0]})",
                 hint=(
                     f"list task ids of the {split} split as episodes.jsonl writes them, "
-                    "or pass the split they belong to (--split)"
+                    "or choose the split they belong to (--split; grpo.split for grpo)"
                 ),
             )
         listed = set(ids)

@@ -9,10 +9,12 @@ from evoh.tracking import check_trackers
 
 def check_settings(recipe: Recipe) -> None:
     """Refuse settings the run cannot use before anything loads (`evoh run` calls it before its first stage)."""
-    from evoh.env.games import task_type_names
+    from evoh.env.games import read_game_list, task_type_names
 
     g = recipe.grpo
     task_type_names(g.task_types)  # a misspelt type fails now, not when the draw comes up empty
+    if g.games:
+        read_game_list(g.games)  # a missing or empty list fails before `evoh run`'s first stage, not after sft
     check_trackers(g.report_to, "grpo.report_to")
     if g.temperature <= 0:
         raise EvohError("grpo.temperature must be above 0: GRPO learns from sampled rollouts", hint="use 1.0 (the default)")

@@ -170,7 +170,7 @@ def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
     # the games a list names, not where the list lies; left out when there is none, as freeze_bank
     listed = listed_games(recipe.grpo)
     if listed:
-        declared["grpo"]["games"] = fingerprint(listed)
+        declared["grpo"]["games"] = fingerprint(sorted(set(listed)))  # the games drawn from: order and repeats aside
     else:
         declared["grpo"].pop("games")
     return declared
