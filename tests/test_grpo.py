@@ -332,17 +332,32 @@ def test_training_games_can_be_limited_to_task_types(trained: Path, tmp_path: Pa
     assert {r["task"].split("/")[1].split("-")[0] for r in rollouts} <= {"look", "heat"}  # a short or a long type name
 
 
-def test_training_games_can_be_a_list_and_the_run_is_keyed_by_the_games_it_names(trained: Path, tmp_path: Path):
+def test_training_games_can_be_a_list_and_the_run_is_keyed_by_the_games_it_names(
+    trained: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from evoh.stages import grpo
+    from evoh.workspace import fingerprint
+
     copy = tmp_path / "ws"
     shutil.copytree(trained, copy, ignore=shutil.ignore_patterns("grpo"))
     listed = tmp_path / "games.txt"
     listed.write_text("# two games\ntrain/look-00007\n\ntrain/cool-00003\n")
+    update = grpo.run_update
+
+    def edited_during_the_run(*args, **kwargs):
+        listed.write_text("train/pick-00001\n")  # the run has read its list: what it trains on and records stays
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(grpo, "run_update", edited_during_the_run)
     run = _grpo(copy, 1, "--games", str(listed), "--set", "grpo.val_every=0")
     assert run.exit_code == 0, run.stderr
     rollouts = [json.loads(line) for line in (copy / "grpo" / "rollouts.jsonl").read_text().splitlines()]
     assert {r["task"] for r in rollouts} == {"train/look-00007", "train/cool-00003"}
     key = json.loads((copy / "grpo" / "run.json").read_text())
     assert "games.txt" not in json.dumps(key)  # the games named, not the list's path
+    recorded = json.loads((copy / "grpo" / "stage.json").read_text())["settings"]["grpo"]["games"]
+    assert recorded == fingerprint(sorted(["train/look-00007", "train/cool-00003"]))
+    monkeypatch.undo()
 
     moved = tmp_path / "moved.txt"
     moved.write_text("train/cool-00003\ntrain/look-00007\ntrain/cool-00003\n")  # other order, a repeat: the same games

@@ -70,11 +70,13 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
 
     accelerator, precision = make_accelerator(g, workspace.path(STAGE))
     main = accelerator.is_main_process
-    tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types, ids=listed_games(g))
+    listed = listed_games(g)  # read once: the games trained on are the games the key and stage.json name
+    tasks = load_games(recipe.env, g.split, g.limit or None, types=g.task_types, ids=listed)
+    declared = settings(recipe, workspace, listed)
     val_tasks = load_games(recipe.env, g.val_split, g.val_limit or None, spread=True) if g.val_every else []
     train_settings, val_settings = rollout_settings(recipe), episode_settings(recipe)  # validation plays as `evoh eval` does
     directory = workspace.path(STAGE)
-    resuming, key = _resume_point(recipe, workspace, read, resume, main)
+    resuming, key = _resume_point(workspace, declared, read, resume, main)
     started = time.time()
     with workspace.writing(STAGE) if main else contextlib.nullcontext(directory):
         if main:
@@ -115,7 +117,7 @@ def run(recipe: Recipe, workspace: Workspace, resume: bool = False, callbacks: C
         result = {"updates": update, "final": metrics, "seconds": time.time() - started}
         if main:
             save_final(state, tokenizer, bank, directory)
-            described = {**manifest(recipe, read, state, generators.name, precision), "settings": settings(recipe, workspace)}
+            described = {**manifest(recipe, read, state, generators.name, precision), "settings": declared}
             workspace.finish(STAGE, {**described, **result})
         accelerator.wait_for_everyone()
     return result
@@ -136,7 +138,7 @@ def _start(recipe: Recipe, workspace: Workspace, read: Inputs, accelerator, prec
     return tokenizer, state, update, bank
 
 
-def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bool, main: bool) -> tuple[bool, dict | None]:
+def _resume_point(workspace: Workspace, declared: dict, read: Inputs, resume: bool, main: bool) -> tuple[bool, dict | None]:
     """Whether the run continues from a checkpoint, and (on the main process, which writes it) the run's key.
     Checkpoints are never trained over without ``--resume``, nor continued under other settings or inputs."""
     directory = workspace.path(STAGE)
@@ -148,7 +150,7 @@ def _resume_point(recipe: Recipe, workspace: Workspace, read: Inputs, resume: bo
             f"{directory / 'checkpoints'} holds checkpoints of an earlier run",
             hint="pass --resume to continue it, or delete the grpo/ folder",
         )
-    key = run_key(STAGE, settings(recipe, workspace), run_inputs(read), EXTENDABLE + COMPUTE_ONLY)
+    key = run_key(STAGE, declared, run_inputs(read), EXTENDABLE + COMPUTE_ONLY)
     hint = "resume with the settings and inputs it was made with, or delete the grpo/ folder to start over"
     if resuming and not check_same_run(directory, key, hint):
         log.warning("%s records no run key (an earlier evoh wrote it): its settings are not checked", directory)
@@ -160,15 +162,15 @@ def rollout_settings(recipe: Recipe) -> EpisodeSettings:
     return dataclasses.replace(episode_settings(recipe), max_steps=recipe.grpo.max_steps, charge_meta_actions=True)
 
 
-def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
+def settings(recipe: Recipe, workspace: Workspace, listed: list[str] | None = None) -> dict[str, Any]:
     """What the trained adapter depends on: `evoh run` keys the stage on it, and stage.json records it. Where
-    its figures are watched changes no weight."""
+    its figures are watched changes no weight. ``listed``: the ids ``grpo.games`` named when the run read it."""
     declared = {**play_settings(recipe), "grpo": dataclasses.asdict(recipe.grpo), "model": model_settings(recipe, "local")}
     declared["grpo"].pop("report_to")
     if not recipe.grpo.freeze_bank:  # added later: left out at its default, so earlier runs keep their keys
         declared["grpo"].pop("freeze_bank")
     # the games a list names, not where the list lies; left out when there is none, as freeze_bank
-    listed = listed_games(recipe.grpo)
+    listed = listed_games(recipe.grpo) if listed is None else listed
     if listed:
         declared["grpo"]["games"] = fingerprint(sorted(set(listed)))  # the games drawn from: order and repeats aside
     else:
