@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from pathlib import Path
 from statistics import fmean
 
-import orjson
-
 from evoh.grpo.objective import group_advantages, groups_to_train, rollouts_to_train
+from evoh.workspace import read_jsonl
 
 
 def calls(rollout: dict) -> int:
@@ -53,11 +53,9 @@ def main() -> None:
     args = parser.parse_args()
     updates: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for path in args.rollouts:
-        with open(path, "rb") as lines:
-            for line in lines:
-                r = orjson.loads(line)
-                if "advantage" in r and not r.get("error"):
-                    updates[(path, r["update"])].append(r)
+        for r in read_jsonl(Path(path)).records:
+            if "advantage" in r and not r.get("error"):
+                updates[(path, r["update"])].append(r)
     print("λ per call  groups  rollouts    push: mean (range) over updates   updates lowering the rate")
     for lam in args.lam:
         for groups in ("won", "all"):

@@ -4,10 +4,11 @@ episode had seen and held), and what the episodes that never saw their object sp
 
     python docs/results/tools/losses.py WS/eval/NAME [...]
 
-Kinds: the object never seen; seen, with another object held at the end; seen, nothing held; held. For the
-never-seen kind: receptacles visited of the room's, `go to` steps back to a receptacle already visited, `use`
-steps (the lamp), and how many episodes' last ten environment steps are mostly (six or more) `use`, or all
-`go to` between at most two receptacles.
+Lost episodes are the current records that finished without a win (engine errors left out). Kinds: the object
+never seen; seen, with another object held at the end; seen, nothing held; held. For the never-seen kind:
+receptacles visited of the room's, `go to` steps back to a receptacle already visited, `use` steps (the lamp),
+and how many episodes' last ten environment steps are mostly (six or more) `use`, or all `go to` between at
+most two receptacles.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from collections import Counter
 from pathlib import Path
 from statistics import fmean, median
 
-import orjson
-
-META_VERBS = ("track", "commit", "recall", "note")
+from evoh.harness.turns import META_VERBS
+from evoh.inspection.episodes import outcome, read_episodes
 
 
 def named(items, name: str) -> bool:
@@ -56,11 +56,12 @@ def main() -> None:
     parser.add_argument("evaluations", nargs="+", type=Path, help="evaluation directories (with episodes.jsonl)")
     args = parser.parse_args()
     for evaluation in args.evaluations:
-        with open(evaluation / "episodes.jsonl", "rb") as lines:
-            lost = [e for e in map(orjson.loads, lines) if not e["won"]]
-        kinds = Counter(map(kind, lost))
-        print(f"{evaluation}: {len(lost)} lost; " + ", ".join(f"{k} {kinds[k]}" for k in sorted(kinds)))
-        searches = [e for e in lost if kind(e) == "never seen"]
+        episodes = read_episodes(evaluation)
+        lost = [e for e in (episodes.records[i] for i in episodes.current) if outcome(e) == "lost"]
+        kinds = [kind(e) for e in lost]
+        counts = Counter(kinds)
+        print(f"{evaluation}: {len(lost)} lost; " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)))
+        searches = [e for e, k in zip(lost, kinds, strict=True) if k == "never seen"]
         if not searches:
             continue
         steps = [search_steps(e) for e in searches]
