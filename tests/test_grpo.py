@@ -172,6 +172,10 @@ def test_two_updates_train_write_every_figure_and_resume_exactly(trained: Path, 
         for a, b in pairs.values():
             assert a["advantage"] == pytest.approx(-b["advantage"], abs=1e-3) and a["trained"] and b["trained"]
             assert (a["reward"] > b["reward"]) == (a["advantage"] > 0) or a["reward"] == b["reward"]
+            for r in (a, b):  # the parts are what a reader needs to see which term decided (a capped spam term, say)
+                assert sum(r["reward_parts"].values()) == pytest.approx(r["reward"], abs=1e-3)
+                assert r["reward_parts"]["success"] == 10.0 * r["won"] and r["revisits"] >= 0 <= r["repeats"]
+                assert r["reward_parts"]["spam"] == pytest.approx(-0.1 * min(r["repeats"], 10))
         ends = [{a["won"], b["won"]} for a, b in pairs.values()]
         assert metrics[u]["groups"] == {
             "all_lost": ends.count({False}), "contrasting": ends.count({True, False}), "all_won": ends.count({True})

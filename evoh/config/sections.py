@@ -269,7 +269,13 @@ class RewardConfig:
         "R_div: bpe_coverage (the paper's: the share of the four verbs used) or verb_ratio (distinct verbs over meta-actions)",
     )
     spam: float = setting(0.1, "λ_spam: penalty per repeat (see spam_counts), up to spam_cap repeats")
-    spam_cap: int = setting(10, "repeats counted at most, per episode, by the spam term")
+    spam_cap: int = setting(
+        10,
+        (
+            "repeats counted at most, per episode, by the spam term: a lost episode that walks in circles reaches "
+            "a small cap early, and past it the term no longer tells one such loss from another"
+        ),
+    )
     spam_counts: Literal["back_to_back", "seen_before"] = setting(
         "back_to_back",
         (

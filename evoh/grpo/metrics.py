@@ -115,8 +115,8 @@ def episode_line(
     update: int, key: tuple[str, int], record: EpisodeRecord, score: dict[str, Any], greedy: bool = False
 ) -> dict[str, Any]:
     """One rollout in rollouts.jsonl: which game, whether it was decoded greedily, how it went, what it spent, and
-    what the update made of it (its reward, its advantage in its group, whether its turns were trained; absent
-    after an engine error)."""
+    what the update made of it (its reward and the reward's parts, its advantage in its group, whether its turns
+    were trained; absent after an engine error)."""
     return {
         "update": update,
         "task": key[0],
@@ -128,6 +128,8 @@ def episode_line(
         "meta": {v: record.meta[v]["attempted"] for v in META_VERBS},
         "idle_meta": record.idle_meta,
         "invalid_actions": record.invalid_actions,
+        "repeats": record.repeats,  # what the spam term counts, as spam_counts picks
+        "revisits": record.revisits,
         "bank": record.bank,  # the digest of the Experience bank it played with: one per update, frozen
         **score,
     }

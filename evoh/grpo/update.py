@@ -22,7 +22,7 @@ from evoh.grpo.policies import Generators, is_greedy_rollout
 from evoh.grpo.state import TrainState
 from evoh.harness.episode import Episode, EpisodeSettings, TurnTokens
 from evoh.harness.experience import Bank, consolidate
-from evoh.harness.reward import reward
+from evoh.harness.reward import REWARD_PARTS, reward
 from evoh.memory import release_freed_memory
 from evoh.records import EpisodeRecord
 from evoh.rollout import rollout
@@ -83,7 +83,12 @@ def play_update(state: TrainState, policy, pool, settings: EpisodeSettings, bank
         if t is not None and t.completion
     ]
     scores = {
-        r.key: {"reward": round(x["total"], 4), "advantage": round(advantage, 4), "trained": keep}
+        r.key: {
+            "reward": round(x["total"], 4),
+            "reward_parts": {part: round(x[part], 4) for part in REWARD_PARTS},
+            "advantage": round(advantage, 4),
+            "trained": keep,
+        }
         for r, x, advantage, keep in zip(good, rewards, advantages, kept, strict=True)
     }
     return Played(rollouts, rewards, samples, len(trained), scores)
