@@ -97,6 +97,15 @@ class ExpertConfig:
             "reaches after its own errors (noise injection into the teacher) instead of only flawless histories."
         ),
     )
+    search_track: float = setting(
+        0.0,
+        (
+            "chance the expert, searching for an object it has not seen, asks Belief after each place that did not "
+            "hold it which places it has not yet visited. The prompt lists previous actions without what they "
+            "showed, so without this a student has to work out from the action list where it has already looked; "
+            "a student that cannot walks back and forth between two places"
+        ),
+    )
 
 
 @dataclass

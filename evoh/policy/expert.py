@@ -4,7 +4,8 @@ It never reads the game's hidden state. It parses the objective, searches recept
 the object tends to be (recalled search priorities when the Experience bank has them, pooled with its
 own ranking learned from the train split), opens closed receptacles, and handles all six task types.
 Harness use is scripted and tunable: recall at the start and before heat/cool/clean, commit each
-milestone of the plan, track the second object of a pick-two task, note where the object was found.
+milestone of the plan, track the second object of a pick-two task (and, if asked, what is left to search
+after each place that did not hold the object), note where the object was found.
 With ``slip`` > 0 it sometimes sends a command one detail off before the right one, so its traces
 also show how to recover from the mistakes a student makes.
 """
@@ -38,6 +39,7 @@ class _Memory:
     recalled_where: bool = False
     recalled_change: bool = False
     tracked: bool = False
+    searched_when_tracked: int = 0  # places searched when the search last asked Belief what is left
     noted: bool = False
     unreachable: set[str] = field(default_factory=set)  # objects whose take was not admissible
     slipped: str = ""  # the mistaken command just sent, if the last environment action was a slip
@@ -124,7 +126,24 @@ class ExpertPolicy:
             memory.tracked = True
             if self._chance(memory, self.style.track):
                 return f"One {goal.object} is placed; I will check where I saw another.", f"track [{goal.object}]"
+        sought = self._sought(view, goal)
+        searched = sum(r.contents is not None for r in view.belief.receptacles.values())
+        if "track" in allowed and sought and searched > memory.searched_when_tracked and view.belief.unvisited():
+            # a place searched in vain since the last look at what is left: the moment a student needs the list
+            memory.searched_when_tracked = searched
+            if self._chance(memory, self.style.search_track):
+                return f"I have not seen a {sought} yet; I will check which places I have not visited.", f"track [{sought}]"
         return None
+
+    def _sought(self, view: TurnView, goal: Goal) -> str | None:
+        """What the expert is searching for, not having seen one: the goal's object, or, holding it in a
+        look task, the lamp."""
+        belief = view.belief
+        held = self._held(view, goal)
+        if not held:
+            return None if [o for o in belief.objects_of(goal.object) if o.name not in belief.placed] else goal.object
+        lamps = [o for o in belief.objects_of(goal.target) if o.where not in (None, INVENTORY)]
+        return goal.target if goal.task == "look" and not lamps else None
 
     # -- environment actions ----------------------------------------------------------------------
 
