@@ -131,6 +131,35 @@ def test_the_expert_wins_every_task_type_without_seeing_hidden_state():
         assert won[key] >= 0.99 * count, f"{key}: {won[key]}/{count}"
 
 
+def test_a_searching_expert_shows_the_student_what_is_left_to_search():
+    """The prompt lists previous actions without what they showed, so a student cannot see which places it has
+    searched; with expert.search_track the teacher asks Belief after each place searched in vain, and its next
+    step goes to a place the answer lists as unvisited. Off (the default), look games have no track at all."""
+    tracks = {}
+    for rate in (0.0, 1.0):
+        recipe = load_recipe(None, ["env.kind=minihouse", f"expert.search_track={rate}"])
+        records = []
+        tasks = load_games(recipe.env, "train", 60, types=["look", "pick"])
+        with open_pool(recipe.env, recipe.env.max_steps) as pool:
+            rollout(
+                [(t.id, t) for t in tasks],
+                build_policy("expert", recipe),
+                pool,
+                episode_settings(recipe),
+                Bank(),
+                lambda episode, usage: records.append(episode.record()),
+            )
+        assert len(records) == 60 and all(r["won"] for r in records)
+        tracks[rate] = sum(r["meta"]["track"]["executed"] for r in records)
+        for record in records if rate else []:
+            trace = record["trace"]
+            for turn, after in zip(trace, trace[1:]):
+                if turn["verb"] == "track":
+                    left = re.search(r"not yet visited: (.*)\.", after["user"]).group(1).split(", ")
+                    assert after["action"].split(" ", 2)[-1] in left or after["action"].startswith("open "), after["user"]
+    assert tracks[0.0] == 0 and tracks[1.0] >= 60  # about one a game: most objects are not in the first place searched
+
+
 def test_threads_play_games_exactly_as_one_thread_does():
     tasks = load_games(HOUSE, "valid_unseen", 24, spread=True)
     alone = [_walk(t.game_file, i) for i, t in enumerate(tasks)]
