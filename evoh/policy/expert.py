@@ -45,6 +45,15 @@ class _Memory:
     slipped: str = ""  # the mistaken command just sent, if the last environment action was a slip
 
 
+def style_key(style: ExpertConfig) -> dict[str, float]:
+    """The style as episodes and stages are keyed on it; ``search_track``, added later, is left out at its
+    default so that earlier teacher episodes and collect stages keep their keys."""
+    key = asdict(style)
+    if not style.search_track:
+        del key["search_track"]
+    return key
+
+
 class ExpertPolicy:
     """A scripted teacher over the harness; deterministic for a given style and seed."""
 
@@ -61,7 +70,7 @@ class ExpertPolicy:
         self._memory: dict[Any, _Memory] = {}
 
     def identity(self) -> dict[str, Any]:
-        return {"policy": "expert", "version": EXPERT_VERSION, "style": asdict(self.style), "seed": self.seed}
+        return {"policy": "expert", "version": EXPERT_VERSION, "style": style_key(self.style), "seed": self.seed}
 
     def forget(self, key: Any) -> None:
         self._memory.pop(key, None)

@@ -8,6 +8,7 @@ from typing import Any
 from evoh.config import Recipe
 from evoh.errors import EvohError
 from evoh.policy.base import Policy
+from evoh.policy.expert import style_key
 from evoh.runs.episodes import Callbacks, model_settings, play_settings, run_split
 from evoh.workspace import Workspace
 
@@ -38,7 +39,7 @@ def settings(recipe: Recipe, workspace: Workspace) -> dict[str, Any]:
     """What collect's episodes depend on: `evoh run` keys the stage on it, and stage.json records it."""
     declared = {
         **play_settings(recipe),
-        "expert": dataclasses.asdict(recipe.expert),
+        "expert": style_key(recipe.expert),
         "collect": dataclasses.asdict(recipe.collect),
     }
     if recipe.collect.policy != "expert":
