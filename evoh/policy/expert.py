@@ -117,7 +117,7 @@ class ExpertPolicy:
                 if self._chance(memory, self.style.commit):
                     memory.committed.append(step)
                     return f"My next subgoal is to {step}.", f"commit [{step}]"
-        found = [o for o in view.belief.objects_of(goal.object) if o.where not in (None, INVENTORY)]
+        found = self._lying(view, goal.object)
         if "note" in allowed and found and not memory.noted:
             memory.noted = True
             place = object_type(found[0].where)
@@ -135,24 +135,27 @@ class ExpertPolicy:
             memory.tracked = True
             if self._chance(memory, self.style.track):
                 return f"One {goal.object} is placed; I will check where I saw another.", f"track [{goal.object}]"
-        sought = self._sought(view, goal)
-        searched = sum(r.contents is not None for r in view.belief.receptacles.values())
-        if "track" in allowed and sought and searched > memory.searched_when_tracked and view.belief.unvisited():
-            # a place searched in vain since the last look at what is left: the moment a student needs the list
-            memory.searched_when_tracked = searched
-            if self._chance(memory, self.style.search_track):
-                return f"I have not seen a {sought} yet; I will check which places I have not visited.", f"track [{sought}]"
+        if "track" in allowed and self.style.search_track and (sought := self._sought(view, goal, held)):
+            searched = sum(r.contents is not None for r in view.belief.receptacles.values())
+            if searched > memory.searched_when_tracked and view.belief.unvisited():
+                # a place searched in vain since the last look at what is left: the moment a student needs the list
+                memory.searched_when_tracked = searched
+                if self._chance(memory, self.style.search_track):
+                    return f"I have not seen a {sought} yet; I will check which places I have not visited.", f"track [{sought}]"
         return None
 
-    def _sought(self, view: TurnView, goal: Goal) -> str | None:
+    def _sought(self, view: TurnView, goal: Goal, held: SeenObject | None) -> str | None:
         """What the expert is searching for, not having seen one: the goal's object, or, holding it in a
         look task, the lamp."""
         belief = view.belief
-        held = self._held(view, goal)
         if not held:
-            return None if [o for o in belief.objects_of(goal.object) if o.name not in belief.placed] else goal.object
-        lamps = [o for o in belief.objects_of(goal.target) if o.where not in (None, INVENTORY)]
-        return goal.target if goal.task == "look" and not lamps else None
+            return None if any(o.name not in belief.placed for o in belief.objects_of(goal.object)) else goal.object
+        return goal.target if goal.task == "look" and not self._lying(view, goal.target) else None
+
+    @staticmethod
+    def _lying(view: TurnView, kind: str) -> list[SeenObject]:
+        """The objects of a kind seen lying somewhere: neither held nor moved from where they were seen."""
+        return [o for o in view.belief.objects_of(kind) if o.where not in (None, INVENTORY)]
 
     # -- environment actions ----------------------------------------------------------------------
 
@@ -230,8 +233,7 @@ class ExpertPolicy:
     def _look(self, view: TurnView, goal: Goal, memory: _Memory) -> tuple[str, str]:
         if not self._held(view, goal):
             return self._acquire(view, goal, goal.object, memory)
-        lamps = [o for o in view.belief.objects_of(goal.target) if o.where not in (None, INVENTORY)]
-        for lamp in lamps:
+        for lamp in self._lying(view, goal.target):
             use = self._command(view, f"use {lamp.name}")
             if use:
                 return f"I am holding the {goal.object} next to the {lamp.name}; I will turn it on.", use
@@ -274,9 +276,8 @@ class ExpertPolicy:
         keep_in_target = goal.task in ("pick", "pick2")  # an object already in the target counts there
         candidates = [
             o
-            for o in belief.objects_of(kind)
-            if o.where not in (None, INVENTORY)
-            and o.name not in belief.placed
+            for o in self._lying(view, kind)
+            if o.name not in belief.placed
             and o.name not in memory.unreachable
             and not (keep_in_target and object_type(o.where) == goal.target)
         ]
