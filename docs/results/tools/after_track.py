@@ -1,12 +1,12 @@
 """Whether a policy reads Belief's answer, behind docs/results/2026-12-08-minihouse-lost-rollouts-and-search-track.md:
 after each `track` whose answer listed places not yet visited, does the next `go to` pick one of them?
 
-    python docs/results/tools/after_track.py WS/eval/NAME [...] [--episodes WS/collect/trajectories.jsonl ...]
+    python docs/results/tools/after_track.py WS/eval/NAME WS/collect [...]
 
 For each such turn it counts the `go to` steps to a listed place, and, as the level a policy that ignored the
 answer would reach by choosing uniformly, the share of the turn's admissible `go to` commands that lead to one.
-Evaluations are read as `evoh report` reads them (their current records); `--episodes` reads any episodes file
-(the teacher's in collect/) as it stands.
+Each folder or episodes file (an evaluation's, the teacher's in collect/) is read as `evoh show` reads it: its
+current records.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import re
 from pathlib import Path
 from statistics import fmean
 
-from evoh.inspection.episodes import read_episodes
-from evoh.workspace import read_jsonl
+from evoh.inspection.episodes import prompt_sections, read_episodes
 
-LEFT = re.compile(r"not yet visited: (.*)\.")
-ADMISSIBLE = re.compile(r"Admissible commands: (.*)")
+LEFT = re.compile(r"not yet visited: (.*)\.")  # the last line of Belief's answer to `track`
 
 
 def turns_after_track(episode: dict) -> list[tuple[bool, float]]:
@@ -30,25 +28,26 @@ def turns_after_track(episode: dict) -> list[tuple[bool, float]]:
     trace = episode["trace"]
     for turn, after in zip(trace, trace[1:]):
         action = after.get("action") or ""
-        listed = LEFT.search(after["user"])
-        if turn.get("verb") != "track" or not action.startswith("go to ") or not listed or listed.group(1) == "none":
+        if turn.get("verb") != "track" or not action.startswith("go to "):
+            continue
+        sections = prompt_sections(after["user"])
+        listed = LEFT.search(sections.get("Harness result", ""))
+        if not listed or listed.group(1) == "none":
             continue
         left = set(listed.group(1).split(", "))
-        admissible = ADMISSIBLE.search(after["user"]).group(1).split(", ")
-        places = [c.removeprefix("go to ") for c in admissible if c.startswith("go to ")]
+        places = [c.removeprefix("go to ") for c in sections["Admissible commands"].split(", ") if c.startswith("go to ")]
         found.append((action.removeprefix("go to ") in left, sum(p in left for p in places) / len(places)))
     return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("evaluations", nargs="*", type=Path, help="evaluation directories (with episodes.jsonl)")
-    parser.add_argument("--episodes", nargs="*", type=Path, default=[], help="episodes files, every record in them")
+    parser.add_argument("paths", nargs="+", type=Path, help="evaluation or collect folders, or their episodes files")
     args = parser.parse_args()
-    sources = [(e, [read_episodes(e).records[i] for i in read_episodes(e).current]) for e in args.evaluations]
-    sources += [(f, read_jsonl(f).records) for f in args.episodes]
-    for name, episodes in sources:
-        found = [x for e in episodes if not e.get("error") for x in turns_after_track(e)]
+    for name in args.paths:
+        episodes = read_episodes(name)
+        current = [episodes.records[i] for i in episodes.current]
+        found = [x for e in current if not e.get("error") for x in turns_after_track(e)]
         if not found:
             print(f"{name}: no `go to` after a track that listed unvisited places")
             continue
