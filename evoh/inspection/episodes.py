@@ -31,6 +31,10 @@ class Episodes:
     current: list[int] = field(default_factory=list)
 
     @property
+    def current_records(self) -> list[dict[str, Any]]:
+        return [self.records[i] for i in self.current]
+
+    @property
     def superseded(self) -> int:
         return len(self.records) - len(self.current)
 

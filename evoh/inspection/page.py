@@ -130,7 +130,7 @@ def _badge(result: str, label: str) -> str:
 def _run_summaries(runs: list[Episodes]) -> str:
     items = []
     for run in runs:
-        current = [run.records[i] for i in run.current]
+        current = run.current_records
         won = sum(outcome(r) == "won" for r in current)
         finished = sum(outcome(r) != "error" for r in current)
         policy = current[0].get("policy") or {}

@@ -45,9 +45,7 @@ def main() -> None:
     parser.add_argument("paths", nargs="+", type=Path, help="evaluation or collect folders, or their episodes files")
     args = parser.parse_args()
     for name in args.paths:
-        episodes = read_episodes(name)
-        current = [episodes.records[i] for i in episodes.current]
-        found = [x for e in current if not e.get("error") for x in turns_after_track(e)]
+        found = [x for e in read_episodes(name).current_records if not e.get("error") for x in turns_after_track(e)]
         if not found:
             print(f"{name}: no `go to` after a track that listed unvisited places")
             continue

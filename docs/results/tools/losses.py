@@ -56,8 +56,7 @@ def main() -> None:
     parser.add_argument("evaluations", nargs="+", type=Path, help="evaluation directories (with episodes.jsonl)")
     args = parser.parse_args()
     for evaluation in args.evaluations:
-        episodes = read_episodes(evaluation)
-        lost = [e for e in (episodes.records[i] for i in episodes.current) if outcome(e) == "lost"]
+        lost = [e for e in read_episodes(evaluation).current_records if outcome(e) == "lost"]
         kinds = [kind(e) for e in lost]
         counts = Counter(kinds)
         print(f"{evaluation}: {len(lost)} lost; " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)))
